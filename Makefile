@@ -1,0 +1,26 @@
+# Two commands on a fresh machine: `make demo` (set up, run the main job) and
+# `make test` (set up, run the tests). Everything goes into $(VENV).
+VENV ?= .venv
+PYTHON ?= python3
+# The CPU build on local disk here; elsewhere any torch >= 2.6 works, e.g. TORCH=torch==2.6.0
+TORCH ?= torch==2.13.0
+BIN = $(VENV)/bin
+
+.PHONY: setup demo test
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	# OpenNMT-py 3.5.1 pins torch<2.3: install it without its pins; pyproject.toml
+	# lists its run-time dependencies.
+	$(BIN)/python -m pip install -q --no-deps opennmt-py==3.5.1
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+demo: setup
+	$(BIN)/onmt-posenc run recipes/experiments/demo.yaml
