@@ -18,11 +18,17 @@ def activate():
     if _active:
         return
     _active = True
+    _register_transforms()
     _add_options()
     _reject_unknown_config_keys()
     _validate_options()
     _build_position_encodings()
     _load_checkpoints_safely()
+
+
+def _register_transforms():
+    """Transforms register themselves on import; that must precede every parser."""
+    import onmt_posenc.transforms  # noqa: F401
 
 
 def _add_options():

@@ -1,0 +1,6 @@
+"""OpenNMT-py data transforms of the extension.
+
+Importing this package registers them with OpenNMT-py's transform registry
+(`@register_transform`); `onmt_posenc.plugin.activate()` does so before any
+option parser is built, so `transforms: [...]` in YAML finds them.
+"""
