@@ -10,6 +10,7 @@ constructed: the restricted unpickler stops before calling it.
 import argparse
 import functools
 import pickle
+import re
 
 import torch
 
@@ -36,9 +37,8 @@ def safe_load(original_load):
             with torch.serialization.safe_globals(CHECKPOINT_GLOBALS):
                 return original_load(f, *args, **kwargs)
         except pickle.UnpicklingError as error:
-            message = str(error)
-            found = message.split("Unsupported global: GLOBAL ", 1)
-            culprit = found[1].split(" ", 1)[0] if len(found) == 2 else "an object outside the allow-list"
+            found = re.search(r"GLOBAL ([\w.]+)", str(error))
+            culprit = found.group(1) if found else "object outside the allow-list"
             raise UnsafeCheckpointError(
                 f"Refusing to load {_describe(f)}: it holds a pickled {culprit}, which is not "
                 f"part of an OpenNMT-py checkpoint. Nothing from it was run. Only tensors, plain "

@@ -11,6 +11,8 @@ import difflib
 import functools
 import re
 
+from onmt_posenc.config_include import config_chain
+
 
 class UnknownOptionError(ValueError):
     pass
@@ -47,16 +49,14 @@ def unknown_keys(extra_args):
 
 
 def where_set(key, config_path):
-    """'file:line' for a top-level YAML key, or 'the command line'."""
+    """'file:line' of a top-level YAML key (the including file wins), or 'the command line'."""
     if config_path:
         pattern = re.compile(rf"^{re.escape(key)}\s*:")
-        try:
-            with open(config_path, encoding="utf-8") as f:
+        for path in reversed(config_chain(config_path)):
+            with open(path, encoding="utf-8") as f:
                 for number, line in enumerate(f, 1):
                     if pattern.match(line):
-                        return f"{config_path}:{number}"
-        except OSError:
-            pass
+                        return f"{path}:{number}"
     return "the command line"
 
 

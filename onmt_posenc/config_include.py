@@ -1,0 +1,65 @@
+"""`include:` in OpenNMT-py YAML configs, so recipes state shared settings once.
+
+    # recipes/shape.yaml
+    include: base.yaml        # a path relative to this file, or a list of them
+    shape_max_shift: 500
+
+Included files are read first, in order; the including file's keys win. The
+merged mapping then goes through configargparse's own YAML handling, so every
+other key behaves exactly as in stock OpenNMT-py.
+"""
+import io
+from pathlib import Path
+
+import configargparse
+import yaml
+
+INCLUDE_KEY = "include"
+
+
+def _included_paths(mapping, path):
+    includes = mapping.get(INCLUDE_KEY) or []
+    if isinstance(includes, str):
+        includes = [includes]
+    return [(Path(path).parent / name).resolve() for name in includes]
+
+
+def _read_mapping(path):
+    with open(path, encoding="utf-8") as f:
+        mapping = yaml.safe_load(f) or {}
+    if not isinstance(mapping, dict):
+        raise configargparse.ConfigFileParserException(f"{path}: a config file must be a YAML mapping")
+    return mapping
+
+
+def config_chain(path, _seen=()):
+    """The config file and everything it includes, included files first."""
+    path = Path(path).resolve()
+    if path in _seen:
+        cycle = " -> ".join(str(p) for p in (*_seen, path))
+        raise configargparse.ConfigFileParserException(f"include cycle: {cycle}")
+    if not path.is_file():
+        where = f" (included from {_seen[-1]})" if _seen else ""
+        raise configargparse.ConfigFileParserException(f"config file not found: {path}{where}")
+    chain = []
+    for included in _included_paths(_read_mapping(path), path):
+        chain.extend(config_chain(included, (*_seen, path)))
+    return chain + [path]
+
+
+def merged_mapping(path):
+    merged = {}
+    for config in config_chain(path):
+        mapping = _read_mapping(config)
+        mapping.pop(INCLUDE_KEY, None)
+        merged.update(mapping)
+    return merged
+
+
+class IncludingYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
+    def parse(self, stream):
+        path = getattr(stream, "name", None)
+        if path is None or not Path(path).is_file():
+            return super().parse(stream)
+        merged = merged_mapping(path)
+        return super().parse(io.StringIO(yaml.safe_dump(merged, sort_keys=False)))

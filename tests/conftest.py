@@ -1,0 +1,88 @@
+"""Shared test helpers: real data from ../shared/data and the stock onmt_* commands."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+TOY_ENDE = SHARED_DATA / "toy-ende"
+BIN = Path(sys.executable).parent
+
+
+def command(name):
+    """Path of a console script installed beside this Python (onmt_train, onmt-posenc...)."""
+    return str(BIN / name)
+
+
+def run(args, cwd=None, env=None, expect_ok=True, timeout=600):
+    """Run a command as a user would; on an unexpected exit show its output."""
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    result = subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+    if expect_ok and result.returncode != 0:
+        pytest.fail(f"{args[0]} exited {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def head(src, dst, n):
+    """The first n lines of a real corpus file."""
+    with open(src, encoding="utf-8") as fin, open(dst, "w", encoding="utf-8") as fout:
+        for i, line in enumerate(fin):
+            if i == n:
+                break
+            fout.write(line)
+    return dst
+
+
+def write_yaml(path, mapping):
+    Path(path).write_text(yaml.safe_dump(mapping, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def tiny_transformer(workdir, train_steps=20, **overrides):
+    """A 2-layer d=64 transformer config on 2,000 toy-ende pairs (vocab built separately)."""
+    workdir = Path(workdir)
+    src = head(TOY_ENDE / "src-train.txt", workdir / "train.src", 2000)
+    tgt = head(TOY_ENDE / "tgt-train.txt", workdir / "train.tgt", 2000)
+    vsrc = head(TOY_ENDE / "src-val.txt", workdir / "valid.src", 100)
+    vtgt = head(TOY_ENDE / "tgt-val.txt", workdir / "valid.tgt", 100)
+    config = {
+        "data": {
+            "corpus_1": {"path_src": str(src), "path_tgt": str(tgt)},
+            "valid": {"path_src": str(vsrc), "path_tgt": str(vtgt)},
+        },
+        "save_data": str(workdir / "samples"),
+        "src_vocab": str(workdir / "vocab.src"),
+        "tgt_vocab": str(workdir / "vocab.tgt"),
+        "src_vocab_size": 3000,
+        "tgt_vocab_size": 3000,
+        "overwrite": True,
+        "save_model": str(workdir / "model"),
+        "encoder_type": "transformer",
+        "decoder_type": "transformer",
+        "position_encoding": True,
+        "layers": 2,
+        "heads": 4,
+        "hidden_size": 64,
+        "word_vec_size": 64,
+        "transformer_ff": 128,
+        "dropout": [0.1],
+        "batch_type": "tokens",
+        "batch_size": 1024,
+        "bucket_size": 1024,
+        "num_workers": 0,
+        "optim": "adam",
+        "learning_rate": 0.002,
+        "train_steps": train_steps,
+        "valid_steps": 10000,
+        "save_checkpoint_steps": train_steps,
+        "report_every": 10,
+        "seed": 3,
+    }
+    config.update(overrides)
+    return config
