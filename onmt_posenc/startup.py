@@ -13,6 +13,7 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
+import warnings
 
 ENV_SWITCH = "ONMT_POSENC"
 
@@ -34,7 +35,11 @@ class _ActivateAfterOnmt(importlib.abc.MetaPathFinder):
         original_exec = spec.loader.exec_module
 
         def exec_module(module):
-            original_exec(module)
+            # OpenNMT-py 3.5.1 uses torch.cuda.amp decorators that current torch
+            # deprecates: six identical warnings on every command, nothing to act on.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r"`torch\.cuda\.amp\.custom_", category=FutureWarning)
+                original_exec(module)
             from onmt_posenc import plugin
 
             plugin.activate()
