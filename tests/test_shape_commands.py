@@ -181,3 +181,25 @@ def test_onmt_posenc_off_gives_stock_opennmt():
     on = run([sys.executable, "-c", probe])
     off = run([sys.executable, "-c", probe], env={"ONMT_POSENC": "off"})
     assert on.stdout.strip() == "True" and off.stdout.strip() == "False"
+
+
+def test_spawned_worker_processes_get_the_extension(tmp_path):
+    """Multi-GPU onmt_train spawns fresh interpreters; the start-up hook arms each one."""
+    script = tmp_path / "spawn_probe.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "def child(queue):\n"
+        "    import onmt, torch\n"
+        "    from onmt.bin.train import _get_parser\n"
+        "    knows_shape = '-shape_max_shift' in _get_parser()._option_string_actions\n"
+        "    queue.put((getattr(torch.load, 'onmt_posenc_safe', False), knows_shape))\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = mp.get_context('spawn')\n"
+        "    queue = ctx.Queue()\n"
+        "    worker = ctx.Process(target=child, args=(queue,))\n"
+        "    worker.start()\n"
+        "    print(*queue.get())\n"
+        "    worker.join()\n",
+        encoding="utf-8",
+    )
+    assert run([sys.executable, script]).stdout.split() == ["True", "True"]
