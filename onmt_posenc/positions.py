@@ -1,10 +1,11 @@
-"""Absolute position encodings: sinusoidal, shifted (SHAPE), and none.
+"""Absolute position encodings: sinusoidal, shifted (SHAPE), perturbed (perSPE), and none.
 
 Each scheme is one small module with OpenNMT-py's `PositionalEncoding` calling
 convention, `forward(emb, step=None)`, so it drops into
 `Embeddings.make_embedding.pe` and keeps the parameter names of a plain APE model.
 Augmentation happens only under `self.training`; evaluation is a fixed encoding.
 """
+import contextlib
 import math
 
 import torch
@@ -50,6 +51,87 @@ class ShiftedSinusoidalEncoding(PositionalEncoding):
             )
         first = self.offsets(batch, emb.device) + step  # (batch,)
         positions = first[:, None] + torch.arange(length, device=emb.device)  # (batch, len)
+        return emb * math.sqrt(self.dim) + self.pe[positions, 0]
+
+
+class PhraseBoundariesMissingError(RuntimeError):
+    pass
+
+
+class PerturbedSinusoidalEncoding(PositionalEncoding):
+    """perSPE (Oka et al. 2022, eq. 3-4): SPE(pos + per) instead of SPE(pos).
+
+    Training: per ~ U{-max_perturbation..max_perturbation}, an integer drawn once
+    per phrase (unit="phrase": every token of a phrase shares it) or once per
+    token (unit="token", the paper's Table 4), per sequence and per forward pass.
+    Position 0 is never perturbed: on the target it is the start token, whose
+    per is always 0 in the paper (the source has no start token in OpenNMT-py,
+    so its first token keeps position 0 likewise). A position pushed below 0
+    (only possible within the first max_perturbation positions) is clamped to 0.
+    Evaluation and incremental decoding (`step` given): plain SPE.
+
+    Phrase membership comes from the data (see `onmt_posenc.transforms.phrase_boundaries`)
+    as "groups", a (batch, len) LongTensor: group 0 is never perturbed (start token,
+    padding), groups 1, 2, ... are the phrases in order. The caller hands them in
+    with `with module.phrases(groups): module(emb)`.
+    """
+
+    def __init__(self, dim, enc_type, max_perturbation, unit="phrase", max_len=ONMT_TABLE_ROWS):
+        # Room for the largest upward perturbation, so whatever fits APE fits here.
+        super().__init__(dim, enc_type, max_len=max_len + max_perturbation)
+        self.max_perturbation = max_perturbation
+        self.unit = unit
+        self._groups = None
+
+    @contextlib.contextmanager
+    def phrases(self, groups):
+        """Use these phrase groups for the forward passes inside the block."""
+        self._groups = groups
+        try:
+            yield self
+        finally:
+            self._groups = None
+
+    def groups(self, batch, length, device):
+        if self.unit == "token":
+            # Every token its own group; position 0 in group 0.
+            return torch.arange(length, device=device).expand(batch, length)
+        if self._groups is None:
+            raise PhraseBoundariesMissingError(
+                "perspe_unit 'phrase' needs target phrase boundaries in training, but none "
+                "reached the decoder: give every training corpus a `path_tgt_phrases` file "
+                "(made by `onmt-posenc chunk-ja`) and the `tgt_phrases` transform, or use "
+                "perspe_unit: token."
+            )
+        if self._groups.shape != (batch, length):
+            raise ValueError(
+                f"phrase groups of shape {tuple(self._groups.shape)} for embeddings of "
+                f"shape ({batch}, {length})"
+            )
+        return self._groups
+
+    def perturbations(self, groups):
+        """One draw per (sequence, group), group 0 pinned to 0; (batch, len)."""
+        batch, length = groups.shape
+        # Group ids never exceed the length (start token 0, at most one phrase per
+        # token), so this many draws cover them without reading the tensor back.
+        draws = torch.randint(
+            -self.max_perturbation, self.max_perturbation + 1, (batch, length + 1), device=groups.device
+        )
+        draws[:, 0] = 0
+        return draws.gather(1, groups)
+
+    def forward(self, emb, step=None):
+        if not self.training or step is not None:
+            return super().forward(emb, step)
+        batch, length, _ = emb.shape
+        if length + self.max_perturbation > self.pe.size(0):
+            raise SequenceTooLongError(
+                f"Position {length + self.max_perturbation} needed but the perSPE sinusoid "
+                f"table has {self.pe.size(0)} rows (sequence length + perturbation range)."
+            )
+        per = self.perturbations(self.groups(batch, length, emb.device))
+        positions = (torch.arange(length, device=emb.device) + per).clamp_(min=0)
         return emb * math.sqrt(self.dim) + self.pe[positions, 0]
 
 

@@ -1,0 +1,143 @@
+"""INTERPOLATE (SHAPE paper): N adjacent sentences joined with a separator token.
+
+Training data is joined on the fly by the `concat_pairs` transform; the dev and
+test sets, which are translated and scored, are joined offline with the same
+grouping, and translations are split back here:
+
+    onmt-posenc interpolate join -n 10 newstest2014.bpe.en newstest2014.interp.bpe.en
+    onmt-posenc interpolate split --source newstest2014.interp.bpe.en hyp.interp hyp
+
+Grouping: lines [0, N), [N, 2N), ... of a file; when the line count is not a
+multiple of N the last group is shorter, so no line is dropped. An empty line
+stays an empty segment between two separators, so a group of m lines always
+has m - 1 separators.
+"""
+import sys
+
+DEFAULT_N = 10
+DEFAULT_SEP = "<sep>"
+
+
+class InterpolateError(ValueError):
+    pass
+
+
+def group_bounds(n_lines, n):
+    """The [start, end) line ranges of the groups of a file of `n_lines` lines."""
+    if n < 1:
+        raise InterpolateError(f"the group size must be >= 1, got {n}")
+    return [(start, min(start + n, n_lines)) for start in range(0, n_lines, n)]
+
+
+def join_segments(segments, sep):
+    """One token list: the segments' tokens with `sep` between segments (empty tokens dropped)."""
+    joined = []
+    for i, segment in enumerate(segments):
+        if i:
+            joined.append(sep)
+        joined.extend(token for token in segment if token)
+    return joined
+
+
+def split_segments(tokens, sep):
+    """The inverse of join_segments: token lists between the separators."""
+    segments = [[]]
+    for token in tokens:
+        if token == sep:
+            segments.append([])
+        else:
+            segments[-1].append(token)
+    return segments
+
+
+def fit_to_slots(segments, slots):
+    """Exactly `slots` segments: missing ones are empty, surplus ones go into the last slot."""
+    if len(segments) < slots:
+        return segments + [[] for _ in range(slots - len(segments))]
+    return segments[: slots - 1] + [[token for segment in segments[slots - 1 :] for token in segment]]
+
+
+def read_lines(path):
+    """The lines of a text file, split on '\\n' only, as OpenNMT-py reads corpora."""
+    with open(path, encoding="utf-8", newline="\n") as f:
+        return [line[:-1] if line.endswith("\n") else line for line in f]
+
+
+def check_no_separator(lines, path, sep):
+    for number, line in enumerate(lines, 1):
+        if sep in line.split():
+            raise InterpolateError(f"{path}:{number}: the line already contains the separator {sep!r}")
+
+
+def join_lines(lines, n, sep):
+    """The INTERPOLATE version of a file's lines: one line per group of n."""
+    return [" ".join(join_segments([lines[i].split() for i in range(start, end)], sep))
+            for start, end in group_bounds(len(lines), n)]
+
+
+def join_file(in_path, out_path, n=DEFAULT_N, sep=DEFAULT_SEP):
+    lines = read_lines(in_path)
+    check_no_separator(lines, in_path, sep)
+    write_lines(out_path, join_lines(lines, n, sep))
+
+
+def split_file(hyp_path, source_path, out_path, sep=DEFAULT_SEP):
+    """Split joined translations back into sentences, one slot per sentence of the source line.
+
+    Returns one message per hypothesis whose separator count differs from its
+    source line's; such a line is still written as exactly that many sentences
+    (see fit_to_slots), so the sentences of the other lines keep their place.
+    """
+    hyps, sources = read_lines(hyp_path), read_lines(source_path)
+    if len(hyps) != len(sources):
+        raise InterpolateError(
+            f"{hyp_path} has {len(hyps)} lines but {source_path} has {len(sources)}: "
+            "the translations must be of that source, line by line"
+        )
+    problems, sentences = [], []
+    for number, (hyp, source) in enumerate(zip(hyps, sources), 1):
+        slots = len(split_segments(source.split(), sep))
+        segments = split_segments(hyp.split(), sep)
+        if len(segments) != slots:
+            problems.append(
+                f"{hyp_path}:{number}: {len(segments) - 1} separators where the source has "
+                f"{slots - 1}; written as {slots} sentences anyway"
+            )
+        sentences.extend(" ".join(segment) for segment in fit_to_slots(segments, slots))
+    write_lines(out_path, sentences)
+    return problems
+
+
+def write_lines(path, lines):
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+def add_arguments(parser):
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    join = actions.add_parser("join", help="join every N lines of a file into one line")
+    join.add_argument("input")
+    join.add_argument("output")
+    join.add_argument("-n", type=int, default=DEFAULT_N, help="sentences per line (default: %(default)s)")
+    join.add_argument("--sep", default=DEFAULT_SEP, help="separator token (default: %(default)s)")
+    split = actions.add_parser("split", help="split joined translations back into one sentence per line")
+    split.add_argument("hypotheses", help="translations of the joined source, one per line")
+    split.add_argument("output")
+    split.add_argument("--source", required=True, help="the joined source that was translated")
+    split.add_argument("--sep", default=DEFAULT_SEP, help="separator token (default: %(default)s)")
+
+
+def main(args):
+    try:
+        if args.action == "join":
+            join_file(args.input, args.output, args.n, args.sep)
+            return 0
+        problems = split_file(args.hypotheses, args.source, args.output, args.sep)
+    except InterpolateError as error:
+        print(f"onmt-posenc interpolate: error: {error}", file=sys.stderr)
+        return 2
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} line(s) had a wrong number of separators", file=sys.stderr)
+    return 0
