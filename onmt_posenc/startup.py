@@ -22,13 +22,31 @@ def enabled():
     return os.environ.get(ENV_SWITCH, "on").strip().lower() not in ("off", "0", "false", "no")
 
 
-class _ActivateAfterOnmt(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps the loader of `onmt` to activate the plugin after it."""
+def _activate_plugin():
+    from onmt_posenc import plugin
+
+    plugin.activate()
+
+
+def _import_onmt():
+    import onmt  # noqa: F401  (its import activates the plugin)
+
+
+# Module -> what to do once it has been imported. CTranslate2's converter
+# command (`ct2-opennmt-py-converter`) never imports onmt itself, yet reads
+# OpenNMT-py checkpoints: it needs the safe loading and the export.
+AFTER_IMPORT = {
+    "onmt": _activate_plugin,
+    "ctranslate2.converters.opennmt_py": _import_onmt,
+}
+
+
+class _ActAfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; wraps the loaders of the modules in AFTER_IMPORT."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "onmt":
+        if fullname not in AFTER_IMPORT:
             return None
-        sys.meta_path.remove(self)  # one shot, and lets the real finders answer
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return spec
@@ -40,13 +58,11 @@ class _ActivateAfterOnmt(importlib.abc.MetaPathFinder):
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=r"`torch\.cuda\.amp\.custom_", category=FutureWarning)
                 original_exec(module)
-            from onmt_posenc import plugin
-
-            plugin.activate()
+            AFTER_IMPORT[fullname]()
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-if enabled() and "onmt" not in sys.modules:
-    sys.meta_path.insert(0, _ActivateAfterOnmt())
+if enabled():
+    sys.meta_path.insert(0, _ActAfterImport())
