@@ -8,6 +8,18 @@ import importlib
 import sys
 
 COMMANDS = {
+    "chunk-ja": ("onmt_posenc.chunk_japanese", "Japanese phrase boundaries for perSPE (MeCab + nltk RegexpParser)"),
+    "prepare-wmt16": ("onmt_posenc.prepare_wmt16", "WMT16 En-De as in the SHAPE paper: download, then build all data settings"),
+    "interpolate": ("onmt_posenc.interpolate", "INTERPOLATE dev/test files: join N sentences per line, split translations back"),
+    "evaluate": ("onmt_posenc.evaluate", "detokenized sacreBLEU per newstest year with dev/test macro averages"),
+    "run": ("onmt_posenc.runner", "run an experiment YAML: a grid of trainings, BLEU, analyses, and the report"),
+    "report": ("onmt_posenc.report", "merge the finished runs of an experiment (all shards) into one report"),
+    "swapped": ("onmt_posenc.analysis.swapped", "swapped evaluation: BLEU of the first sentence moved to the end"),
+    "shift-invariance": ("onmt_posenc.analysis.shift_invariance", "cosine similarity of encoder states under position offsets"),
+    "length-buckets": ("onmt_posenc.analysis.length_buckets", "BLEU and gain over a baseline by source length"),
+    "token-nll": ("onmt_posenc.analysis.token_nll", "share of gold tokens where model A has lower NLL than B"),
+    "speed": ("onmt_posenc.analysis.speed", "training tokens/s of models relative to a baseline, same batches"),
+    "position-ablation": ("onmt_posenc.analysis.position_ablation", "features and perplexity with the position encoding removed"),
 }
 
 

@@ -4,7 +4,9 @@ They are saved in checkpoints with the rest of `opt`, so translation rebuilds
 exactly the position scheme a model was trained with.
 """
 
-POSITION_CHOICES = ("sinusoidal", "shape", "none")
+POSITION_CHOICES = ("sinusoidal", "shape", "perspe", "none")
+RELATIVE_ATTENTION_CHOICES = ("shaw", "music")
+RELATIVE_VALUES_CHOICES = ("shared", "separate")
 
 
 def add_model_options(parser):
@@ -17,7 +19,7 @@ def add_model_options(parser):
             default=None,
             help=f"Absolute position encoding of the {where} embeddings. Unset: 'shape' "
             "if shape_max_shift is set, else 'sinusoidal' with -position_encoding, "
-            "else 'none'.",
+            "else 'none'; the decoder's is 'perspe' if perspe_range is set.",
         )
     group.add(
         "--shape_max_shift",
@@ -36,6 +38,73 @@ def add_model_options(parser):
         help="Fixed SHAPE offset for validation and translation: 0 as in the paper, "
         "K as in the authors' released code.",
     )
+    group.add(
+        "--perspe_range",
+        "-perspe_range",
+        type=int,
+        default=None,
+        help="perSPE's perturbation range R (Oka et al. 2022): in training each target "
+        "phrase (or token, see perspe_unit) gets one integer per ~ U{-R..R} added to its "
+        "positions, drawn per sentence and per forward pass; the start token keeps 0; "
+        "validation and translation use plain sinusoids. Makes 'perspe' the default "
+        "tgt_position_encoding. The paper uses 1 (phrases) and 2 (tokens).",
+    )
+    group.add(
+        "--perspe_unit",
+        "-perspe_unit",
+        choices=("phrase", "token"),
+        default=None,
+        help="What shares one perSPE perturbation. 'phrase' (default): the target phrases "
+        "of each training corpus's path_tgt_phrases file (see `onmt-posenc chunk-ja`), "
+        "read by the tgt_phrases transform. 'token': every token draws its own (the "
+        "paper's Table 4); the only unit for src_position_encoding perspe.",
+    )
+    group.add(
+        "--relative_attention",
+        "-relative_attention",
+        choices=RELATIVE_ATTENTION_CHOICES,
+        default=None,
+        help="Relative self-attention when max_relative_positions > 0 (unset: 'shaw'). "
+        "'shaw': Shaw et al. 2018, key and value terms, distances clipped at "
+        "max_relative_positions. 'music': Huang et al. 2018 (Music Transformer), a "
+        "distance embedding per layer and head, keys only, same clipping (causal in the "
+        "decoder).",
+    )
+    group.add(
+        "--relative_values",
+        "-relative_values",
+        choices=RELATIVE_VALUES_CHOICES,
+        default=None,
+        help="Shaw's relative tables (unset: 'shared'). 'shared': one table for keys and "
+        "values, OpenNMT-py's parameterization (its checkpoints load unchanged). "
+        "'separate': the paper's two tables.",
+    )
+
+
+
+def resolve_attention_options(opt):
+    """Check the relative attention options and fill in their defaults.
+
+    Raises ValueError naming the option at fault.
+    """
+    if opt.max_relative_positions <= 0:
+        for key in ("relative_attention", "relative_values"):
+            if getattr(opt, key, None) is not None:
+                raise ValueError(f"{key} is set but max_relative_positions is not > 0")
+        return opt
+    if getattr(opt, "relative_attention", None) is None:
+        opt.relative_attention = "shaw"
+    if opt.relative_attention == "shaw" and getattr(opt, "relative_values", None) is None:
+        opt.relative_values = "shared"
+    if opt.relative_attention == "music":
+        if getattr(opt, "relative_values", None) is not None:
+            raise ValueError("relative_values applies to relative_attention shaw only (music has no value term)")
+        if getattr(opt, "full_context_alignment", False):
+            raise ValueError(
+                "relative_attention music cannot be combined with full_context_alignment: the "
+                "decoder's causal form has no embeddings for future positions"
+            )
+    return opt
 
 
 def resolve_position_options(opt):
@@ -48,7 +117,9 @@ def resolve_position_options(opt):
         key = f"{side}_position_encoding"
         choice = getattr(opt, key, None)
         if choice is None:
-            if opt.shape_max_shift is not None:
+            if side == "tgt" and opt.perspe_range is not None:
+                choice = "perspe"
+            elif opt.shape_max_shift is not None:
                 choice = "shape"
             elif opt.position_encoding:
                 choice = "sinusoidal"
@@ -70,4 +141,27 @@ def resolve_position_options(opt):
         )
     if not uses_shape and opt.shape_inference_offset:
         raise ValueError("shape_inference_offset is set but no side uses SHAPE")
+    _check_perspe_options(opt)
     return opt
+
+
+def _check_perspe_options(opt):
+    uses_perspe = "perspe" in (opt.src_position_encoding, opt.tgt_position_encoding)
+    if opt.perspe_range is not None and opt.perspe_range < 1:
+        raise ValueError(f"perspe_range must be >= 1, got {opt.perspe_range}")
+    if uses_perspe and opt.perspe_range is None:
+        raise ValueError("src/tgt_position_encoding 'perspe' needs perspe_range (perSPE's R)")
+    if not uses_perspe:
+        for key in ("perspe_range", "perspe_unit"):
+            if getattr(opt, key) is not None:
+                raise ValueError(
+                    f"{key} is set but neither src_position_encoding nor tgt_position_encoding is 'perspe'"
+                )
+        return
+    if opt.perspe_unit is None:
+        opt.perspe_unit = "phrase"
+    if opt.src_position_encoding == "perspe" and opt.perspe_unit != "token":
+        raise ValueError(
+            "src_position_encoding 'perspe' needs perspe_unit: token "
+            "(phrase boundaries exist for the target only)"
+        )

@@ -8,7 +8,7 @@ import functools
 
 import torch
 
-from onmt_posenc import checkpoints, options, strict_config
+from onmt_posenc import checkpoints, config_include, options, strict_config
 
 _active = False
 
@@ -19,16 +19,71 @@ def activate():
         return
     _active = True
     _register_transforms()
+    _support_concat_pairs()
     _add_options()
+    _read_config_includes()
     _reject_unknown_config_keys()
     _validate_options()
     _build_position_encodings()
+    _build_relative_attention()
+    _carry_target_phrases()
+    _export_to_ctranslate2()
     _load_checkpoints_safely()
 
 
 def _register_transforms():
     """Transforms register themselves on import; that must precede every parser."""
     import onmt_posenc.transforms  # noqa: F401
+
+
+def _support_concat_pairs():
+    """What INTERPOLATE's `concat_pairs` transform needs from OpenNMT-py's data pipeline."""
+    from onmt.inputters import dynamic_iterator
+    from onmt.inputters.text_corpus import ParallelCorpusIterator
+    from onmt.transforms.tokenize import TokenizerTransform
+
+    from onmt_posenc.interpolate import join_segments, split_segments
+    from onmt_posenc.transforms.concat_pairs import file_line
+
+    # ParallelCorpusIterator._process numbers its i-th example `i * stride + offset`,
+    # the file line only for a single reader; the groups (and perSPE's phrase file)
+    # need the true line with several workers, threads or ranks.
+    stock_process_corpus = ParallelCorpusIterator._process
+
+    @functools.wraps(stock_process_corpus)
+    def _process(self, stream):
+        for item in stock_process_corpus(self, stream):
+            example = item[0]
+            read = (example["cid_line_number"] - self.offset) // self.stride
+            example["cid_line_number"] = file_line(read, self.stride, self.offset)
+            yield item
+
+    ParallelCorpusIterator._process = _process
+
+    # TokenizerTransform._tokenize (onmt_tokenize, sentencepiece, bpe) keeps `</s>`
+    # whole but would cut "<sep>" into "<", "se", "p>": tokenize between separators.
+    stock_tokenize = TokenizerTransform._tokenize
+
+    @functools.wraps(stock_tokenize)
+    def _tokenize(self, tokens, side="src", is_train=False):
+        sep = getattr(self.opts, "concat_sep", None)
+        if sep not in tokens:
+            return stock_tokenize(self, tokens, side, is_train)
+        pieces = [stock_tokenize(self, segment, side, is_train) for segment in split_segments(tokens, sep)]
+        return join_segments(pieces, sep)
+
+    TokenizerTransform._tokenize = _tokenize
+
+    # dynamic_iterator.process returns None for a bucket whose examples the transforms
+    # all dropped, which DynamicDatasetIter cannot iterate; with concat_pairs most
+    # lines yield nothing, so a reader may get a bucket without a group.
+    stock_process_bucket = dynamic_iterator.process
+
+    @functools.wraps(stock_process_bucket)
+    def process(task, bucket, **kwargs):
+        return stock_process_bucket(task, bucket, **kwargs) or []
+
+    dynamic_iterator.process = process
 
 
 def _add_options():
@@ -44,6 +99,21 @@ def _add_options():
         options.add_model_options(parser)
 
     opts.model_opts = model_opts
+
+
+def _read_config_includes():
+    """OpenNMT-py's parser reads YAML with configargparse's YAMLConfigFileParser;
+    ours adds `include:` (onmt_posenc.config_include)."""
+    from onmt.utils.parse import ArgumentParser
+
+    stock_init = ArgumentParser.__init__
+
+    @functools.wraps(stock_init)
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("config_file_parser_class", config_include.IncludingYAMLConfigFileParser)
+        stock_init(self, *args, **kwargs)
+
+    ArgumentParser.__init__ = __init__
 
 
 def _reject_unknown_config_keys():
@@ -78,6 +148,7 @@ def _validate_options():
     def validate_model_opts(cls, model_opt):
         stock_validate(cls, model_opt)
         options.resolve_position_options(model_opt)
+        options.resolve_attention_options(model_opt)
 
     ArgumentParser.validate_model_opts = validate_model_opts
 
@@ -101,6 +172,26 @@ def _build_position_encodings():
     model_builder.build_embeddings = build_embeddings
 
 
+def _build_relative_attention():
+    """Swap every Transformer layer's self-attention for ours (fused attention for
+    absolute positions, fast Shaw, Music) right after `build_task_specific_model`,
+    which `build_base_model` calls for training and for translation: before
+    parameters are initialized or loaded, with OpenNMT-py's parameter names."""
+    from onmt import model_builder
+
+    from onmt_posenc import relative_attention
+
+    stock_build_task_specific_model = model_builder.build_task_specific_model
+
+    @functools.wraps(stock_build_task_specific_model)
+    def build_task_specific_model(model_opt, vocabs):
+        model = stock_build_task_specific_model(model_opt, vocabs)
+        relative_attention.install(model, options.resolve_attention_options(model_opt))
+        return model
+
+    model_builder.build_task_specific_model = build_task_specific_model
+
+
 def install_position_encoding(embeddings, choice, opt):
     """Put the position module for `choice` at `embeddings.make_embedding.pe`."""
     from onmt.modules.embeddings import PositionalEncoding
@@ -117,11 +208,68 @@ def install_position_encoding(embeddings, choice, opt):
             max_shift=opt.shape_max_shift,
             inference_offset=opt.shape_inference_offset,
         )
-    else:
+    elif choice == "perspe":
+        module = positions.PerturbedSinusoidalEncoding(
+            dim, opt.position_encoding_type, max_perturbation=opt.perspe_range, unit=opt.perspe_unit
+        )
+    elif opt.position_encoding:
+        # The ablation of an APE model: the position term goes, its sqrt(d) scale stays.
         module = positions.NoPositionEncoding(dim)
+    else:
+        # Stock OpenNMT-py without position_encoding (RPE models, checkpoints trained
+        # without the extension): no position module and no sqrt(d) scale.
+        return
     # Embeddings.forward passes `step` to its last module only when this flag is set.
     embeddings.position_encoding = True
     embeddings.make_embedding.add_module("pe", module)
+
+
+def _carry_target_phrases():
+    """perSPE's phrase groups travel from the `tgt_phrases` transform to the decoder's
+    position module as one more column of batch["tgt"] (appended after
+    `dynamic_iterator.tensorify`), so batching, device moves and NMTModel's
+    `tgt[:, :-1]` carry them with no change. `Embeddings.forward` takes the column
+    off before the look-up tables and hands it to a perSPE `pe`."""
+    from onmt.inputters import dynamic_iterator
+    from onmt.modules.embeddings import Embeddings
+
+    from onmt_posenc.positions import PerturbedSinusoidalEncoding
+    from onmt_posenc.transforms.phrase_boundaries import attach_phrase_groups
+
+    stock_tensorify = dynamic_iterator.tensorify
+
+    @functools.wraps(stock_tensorify)
+    def tensorify(vocabs, minibatch, device, left_pad=False):
+        tensor_batch = stock_tensorify(vocabs, minibatch, device, left_pad)
+        if "tgt" not in tensor_batch:
+            return tensor_batch
+        return attach_phrase_groups(tensor_batch, minibatch, left_pad)
+
+    dynamic_iterator.tensorify = tensorify
+
+    stock_forward = Embeddings.forward
+
+    @functools.wraps(stock_forward)
+    def forward(self, source, step=None):
+        if source.size(-1) != len(self.emb_luts) + 1:  # no phrase column
+            return stock_forward(self, source, step=step)
+        source, groups = source[:, :, :-1], source[:, :, -1]
+        pe = getattr(self.make_embedding, "pe", None)
+        if not isinstance(pe, PerturbedSinusoidalEncoding):
+            return stock_forward(self, source, step=step)
+        with pe.phrases(groups):
+            return stock_forward(self, source, step=step)
+
+    Embeddings.forward = forward
+
+
+def _export_to_ctranslate2():
+    """CTranslate2's OpenNMT-py converter (`onmt_release_model --format ctranslate2`,
+    `ctranslate2.converters.OpenNMTPyConverter`) exports SHAPE offsets, per-side
+    encodings and Shaw's separate tables, and refuses what CTranslate2 cannot run."""
+    from onmt_posenc import export
+
+    export.install()
 
 
 def _load_checkpoints_safely():

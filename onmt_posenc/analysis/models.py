@@ -1,0 +1,126 @@
+"""Trained OpenNMT-py models for the analyses: loading, batches of text, and
+swapping a side's position module.
+
+Every analysis works on any OpenNMT-py 3.5.1 checkpoint (stock APE, SHAPE,
+relative attention...): the model is loaded exactly as onmt_translate loads it.
+"""
+import contextlib
+from typing import NamedTuple
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+
+class LoadedModel(NamedTuple):
+    model: torch.nn.Module  # an onmt NMTModel in eval mode, on CPU
+    vocabs: dict
+    opt: object  # the model options saved in the checkpoint (argparse.Namespace)
+
+
+def load_model(path):
+    """A checkpoint loaded exactly as onmt_translate loads it."""
+    from onmt import opts
+    from onmt.model_builder import load_test_model
+    from onmt.utils.parse import ArgumentParser
+
+    parser = ArgumentParser()
+    opts.translate_opts(parser)
+    opt = parser.parse_args(["-model", str(path), "-src", str(path)])
+    vocabs, model, model_opt = load_test_model(opt, model_path=str(path))
+    return LoadedModel(model, vocabs, model_opt)
+
+
+def read_lines(path, limit=None):
+    """Whitespace-token lists of the first `limit` lines of a text file."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if limit is not None and len(lines) == limit:
+                break
+            lines.append(line.split())
+    return lines
+
+
+def batches(vocabs, src_lines, tgt_lines=None, max_tokens=2048):
+    """Batches as OpenNMT-py tensorizes them, over examples sorted by length.
+
+    Source ids are the tokens; target ids are `<s> tokens </s>` (onmt's
+    numericalize). Yields dicts with src (B, L, 1), srclen (B,), tgt (B, T, 1)
+    when targets are given, and index: the examples' positions in the input.
+    Empty source lines are skipped, as OpenNMT-py skips them.
+    """
+    from onmt.constants import DefaultTokens
+
+    order = sorted((i for i, src in enumerate(src_lines) if src), key=lambda i: len(src_lines[i]))
+    pad_src, pad_tgt = vocabs["src"][DefaultTokens.PAD], vocabs["tgt"][DefaultTokens.PAD]
+    start_token = vocabs["decoder_start_token"]
+    group, longest = [], 0
+    for i in order + [None]:
+        size = 0 if i is None else len(src_lines[i])
+        if i is not None and tgt_lines is not None:
+            size = max(size, len(tgt_lines[i]) + 2)
+        if group and (i is None or max(longest, size) * (len(group) + 1) > max_tokens):
+            batch = {
+                "index": list(group),
+                "src": pad_sequence([torch.tensor(vocabs["src"](src_lines[j])) for j in group],
+                                    batch_first=True, padding_value=pad_src)[:, :, None],
+                "srclen": torch.tensor([len(src_lines[j]) for j in group]),
+            }
+            if tgt_lines is not None:
+                ids = [vocabs["tgt"]([start_token] + tgt_lines[j] + [DefaultTokens.EOS]) for j in group]
+                batch["tgt"] = pad_sequence([torch.tensor(t) for t in ids], batch_first=True,
+                                            padding_value=pad_tgt)[:, :, None]
+            yield batch
+            group, longest = [], 0
+        if i is not None:
+            group.append(i)
+            longest = max(longest, size)
+
+
+def encode(model, batch):
+    """Encoder output (B, L, d) of a batch, the decoder initialised on it."""
+    enc_out, enc_final_hs, src_len = model.encoder(batch["src"], batch["srclen"])
+    model.decoder.init_state(batch["src"], enc_out, enc_final_hs)
+    return enc_out
+
+
+def teacher_forced(model, batch):
+    """(encoder output, decoder output (B, T-1, d), gold log-probs (B, T-1)) of a batch.
+
+    The gold log-probs are what onmt_translate reports as GOLD SCORE (summed over
+    a sentence): log-softmax of the generator, pad positions set to 0."""
+    enc_out = encode(model, batch)
+    dec_out, _ = model.decoder(batch["tgt"][:, :-1], enc_out, src_len=batch["srclen"])
+    log_probs = torch.log_softmax(model.generator(dec_out).float(), dim=-1)
+    gold = batch["tgt"][:, 1:]
+    gold_log_probs = log_probs.gather(2, gold).squeeze(2)
+    return enc_out, dec_out, gold_log_probs.masked_fill(gold.squeeze(2) == padding_id(model, "tgt"), 0.0)
+
+
+def padding_id(model, side):
+    embeddings = model.encoder.embeddings if side == "src" else model.decoder.embeddings
+    return embeddings.word_padding_idx
+
+
+def position_module(model, side):
+    """The position module of the encoder ("src") or decoder ("tgt") embeddings."""
+    embeddings = model.encoder.embeddings if side == "src" else model.decoder.embeddings
+    return getattr(embeddings.make_embedding, "pe", None)
+
+
+def has_absolute_positions(model, side):
+    from onmt.modules.embeddings import PositionalEncoding
+
+    return isinstance(position_module(model, side), PositionalEncoding)
+
+
+@contextlib.contextmanager
+def position_module_replaced(model, side, module):
+    """Inside the block, `side`'s embeddings use `module` for positions."""
+    embeddings = model.encoder.embeddings if side == "src" else model.decoder.embeddings
+    original = embeddings.make_embedding.pe
+    embeddings.make_embedding.add_module("pe", module)
+    try:
+        yield model
+    finally:
+        embeddings.make_embedding.add_module("pe", original)

@@ -1,0 +1,346 @@
+"""An experiment file: the grid of OpenNMT-py runs that compare position
+methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
+
+    name: demo                       # default: the file's name
+    output: runs/demo                # default: runs/<name>, relative to the current directory
+    recipe: ../base.yaml             # OpenNMT-py config every run starts from (relative to this file)
+    settings: {train_steps: 2000}    # OpenNMT-py keys for every run, over the recipe
+    methods:                         # position methods: label -> OpenNMT-py keys
+      ape: {}
+      shape: {shape_max_shift: 40}
+      rpe: {position_encoding: false, max_relative_positions: 16}
+    baseline: ape                    # gains and speeds are relative to it (default: the first method)
+    data:                            # data settings: label -> files (relative to this file)
+      toy-ende:
+        train: {src: train.en, tgt: train.de}
+        valid: {src: dev.en, tgt: dev.de, lines: 500}     # onmt_train's validation set
+        eval:                                            # sets translated and scored
+          valid: {src: dev.en, tgt: dev.de, lines: 500}  # lines: the first N lines only
+          test: {src: test.bpe.en, tgt: test.bpe.de, ref: test.de}  # ref: raw text for BLEU
+          concat: {src: test.en, tgt: test.de, join: 2}  # join: N sentences per line, with <sep>
+        settings: {}                 # OpenNMT-py keys of this data setting (e.g. filtertoolong)
+      synthetic:
+        synthetic: {seed: 1}         # generated offline (onmt_posenc.synthetic), nothing else needed
+    grid:                            # the runs are the product of these axes
+      method: [ape, shape, rpe]      # default: every method
+      data: [toy-ende]               # default: every data setting
+      seed: [1, 2, 3]                # default: [1]
+      K: [10, 40]                    # optional: SHAPE's K (shape_max_shift), for SHAPE methods only
+    evaluation:
+      sets: [valid, test]            # the BLEU table's columns (default: every eval set)
+      average_last: 10               # checkpoints averaged before translating (default: all saved)
+      translate: {beam_size: 4}      # onmt_translate keys
+    analyses:                        # each key present runs that analysis; options inside
+      length_buckets: {sets: [test], width: 10}
+      shift_invariance: {set: valid, offsets: [0, 100, 250, 500], sentences: 200}
+      swapped: {set: concat}
+      token_nll: {set: test}
+      speed: {set: valid, batches: 8, rounds: 3}
+      position_ablation: {set: valid, sentences: 200}
+
+Each run's OpenNMT-py config is, later keys winning: the recipe, `settings`,
+the data setting's `settings`, the method's keys, K, the seed, and the paths
+the runner owns (data, vocabularies, save_model).
+"""
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from onmt_posenc.config_include import merged_mapping
+from onmt_posenc.synthetic import EVAL_SETS, SyntheticTask
+
+TOP_KEYS = {"name", "output", "recipe", "settings", "methods", "baseline", "data", "grid", "evaluation", "analyses"}
+GRID_AXES = {"method", "data", "seed", "K"}
+ANALYSES = {
+    "length_buckets": {"sets": None, "width": 10},
+    "shift_invariance": {"set": None, "offsets": [0, 100, 250, 500], "sentences": 200},
+    "swapped": {"set": "concat", "sep": "<sep>"},
+    "token_nll": {"set": None, "position_width": 10, "frequency_bins": 4},
+    "speed": {"set": None, "batches": 8, "rounds": 3},
+    "position_ablation": {"set": None, "sentences": 200},
+}
+# Keys the runner sets in every run's config; an experiment cannot set them.
+RUNNER_KEYS = ("data", "save_data", "src_vocab", "tgt_vocab", "save_model", "log_file", "overwrite", "train_from")
+
+
+class ExperimentError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class FilePair:
+    src: Path
+    tgt: Path  # as the model reads it (tokenized like the training targets)
+    ref: Path = None  # the reference BLEU is computed against, if not tgt (e.g. untokenized)
+    lines: int = None  # only the first `lines` lines
+    join: int = None  # INTERPOLATE: `join` consecutive lines per example
+
+
+@dataclass(frozen=True)
+class DataSetting:
+    label: str
+    train: FilePair = None
+    valid: FilePair = None
+    eval_sets: dict = field(default_factory=dict)  # name -> FilePair
+    settings: dict = field(default_factory=dict)
+    synthetic: SyntheticTask = None  # generated: train, valid and eval sets come from it
+
+
+@dataclass(frozen=True)
+class Run:
+    data: str
+    method: str
+    shift: int  # K of the K axis, None where it does not apply
+    seed: int
+    config: dict  # OpenNMT-py keys, without the runner's paths
+
+    @property
+    def label(self):
+        """The method as tables show it: 'shape-K40' where the grid varies K."""
+        return self.method if self.shift is None else f"{self.method}-K{self.shift}"
+
+    @property
+    def id(self):
+        return f"{self.data}/{self.label}/seed{self.seed}"
+
+
+@dataclass
+class Experiment:
+    path: Path
+    name: str
+    output: Path
+    methods: dict
+    baseline: str
+    data: dict  # label -> DataSetting
+    runs: list
+    eval_sets: list  # the BLEU table's columns
+    average_last: int
+    translate: dict
+    analyses: dict  # name -> options (defaults filled in)
+
+
+def _fail(path, message):
+    raise ExperimentError(f"{path}: {message}")
+
+
+def _mapping(value, path, where):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        _fail(path, f"{where} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def apply_overrides(mapping, overrides, path):
+    """`--set a.b.c=value` on the experiment mapping; the value is read as YAML."""
+    for override in overrides:
+        key, sep, text = override.partition("=")
+        if not sep or not key:
+            _fail(path, f"--set expects KEY.PATH=VALUE, got {override!r}")
+        *parents, last = key.split(".")
+        node = mapping
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                _fail(path, f"--set {key}: {part} is not a mapping")
+        node[last] = yaml.safe_load(text)
+    return mapping
+
+
+def _file_pair(spec, base, path, where):
+    spec = _mapping(spec, path, where)
+    unknown = set(spec) - {"src", "tgt", "ref", "lines", "join"}
+    if unknown or not {"src", "tgt"} <= set(spec):
+        _fail(path, f"{where} needs src and tgt (and optionally ref, lines, join); got {sorted(spec)}")
+    for key in ("lines", "join"):
+        if spec.get(key) is not None and (not isinstance(spec[key], int) or spec[key] < 1):
+            _fail(path, f"{where}.{key} must be a positive integer")
+    ref = (base / spec["ref"]).resolve() if spec.get("ref") else None
+    return FilePair((base / spec["src"]).resolve(), (base / spec["tgt"]).resolve(), ref,
+                    spec.get("lines"), spec.get("join"))
+
+
+def _data_setting(label, spec, base, path):
+    spec = _mapping(spec, path, f"data.{label}")
+    settings = _mapping(spec.get("settings"), path, f"data.{label}.settings")
+    if "synthetic" in spec:
+        extra = set(spec) - {"synthetic", "settings"}
+        if extra:
+            _fail(path, f"data.{label}: a synthetic data setting takes only synthetic and settings, not {sorted(extra)}")
+        try:
+            task = SyntheticTask(**_mapping(spec["synthetic"], path, f"data.{label}.synthetic"))
+        except (TypeError, ValueError) as error:
+            _fail(path, f"data.{label}.synthetic: {error}")
+        return DataSetting(label, settings=settings, synthetic=task, eval_sets=dict.fromkeys(EVAL_SETS))
+    unknown = set(spec) - {"train", "valid", "eval", "settings"}
+    if unknown:
+        _fail(path, f"data.{label}: unknown keys {sorted(unknown)} (train, valid, eval, settings, or synthetic)")
+    if "train" not in spec or "eval" not in spec:
+        _fail(path, f"data.{label} needs train and eval (or synthetic)")
+    eval_sets = {name: _file_pair(pair, base, path, f"data.{label}.eval.{name}")
+                 for name, pair in _mapping(spec["eval"], path, f"data.{label}.eval").items()}
+    if not eval_sets:
+        _fail(path, f"data.{label}.eval names no evaluation set")
+    return DataSetting(
+        label,
+        train=_file_pair(spec["train"], base, path, f"data.{label}.train"),
+        valid=_file_pair(spec["valid"], base, path, f"data.{label}.valid") if "valid" in spec else None,
+        eval_sets=eval_sets,
+        settings=settings,
+    )
+
+
+def uses_shape(config):
+    return config.get("shape_max_shift") is not None or "shape" in (
+        config.get("src_position_encoding"), config.get("tgt_position_encoding"))
+
+
+def _axis(grid, name, default, path):
+    values = grid.get(name, default)
+    if not isinstance(values, list) or not values:
+        _fail(path, f"grid.{name} must be a non-empty list")
+    return values
+
+
+def expand_grid(recipe, settings, methods, data, grid, path):
+    """Every run of the grid, in a stable order: data, method, K, seed."""
+    unknown = set(grid) - GRID_AXES
+    if unknown:
+        _fail(path, f"grid: unknown axes {sorted(unknown)}; axes are {sorted(GRID_AXES)}")
+    method_names = _axis(grid, "method", list(methods), path)
+    data_names = _axis(grid, "data", list(data), path)
+    seeds = _axis(grid, "seed", [1], path)
+    shifts = _axis(grid, "K", [None], path)
+    for axis, names, known in (("method", method_names, methods), ("data", data_names, data)):
+        for name in names:
+            if name not in known:
+                _fail(path, f"grid.{axis} names {name!r}, which is not under {axis}s: {sorted(known)}"
+                      if axis == "method" else f"grid.data names {name!r}, not under data: {sorted(known)}")
+    for value in seeds + [k for k in shifts if k is not None]:
+        if not isinstance(value, int) or value < 0:
+            _fail(path, f"grid seeds and K must be non-negative integers, got {value!r}")
+    runs = []
+    for data_name, method in itertools.product(data_names, method_names):
+        config = {**recipe, **settings, **data[data_name].settings, **methods[method]}
+        for shift, seed in itertools.product(shifts if uses_shape(config) else [None], seeds):
+            run_config = dict(config, seed=seed)
+            if shift is not None:
+                run_config["shape_max_shift"] = shift
+            runs.append(Run(data_name, method, shift, seed, run_config))
+    return runs
+
+
+def _analyses(spec, eval_names, path):
+    chosen = {}
+    for name, options in _mapping(spec, path, "analyses").items():
+        if name not in ANALYSES:
+            _fail(path, f"analyses: unknown analysis {name!r}; known: {sorted(ANALYSES)}")
+        options = _mapping(options, path, f"analyses.{name}")
+        unknown = set(options) - set(ANALYSES[name])
+        if unknown:
+            _fail(path, f"analyses.{name}: unknown options {sorted(unknown)}; known: {sorted(ANALYSES[name])}")
+        merged = {**ANALYSES[name], **options}
+        if "set" in merged and merged["set"] is None:
+            merged["set"] = eval_names[0]
+        if "sets" in merged and merged["sets"] is None:
+            merged["sets"] = list(eval_names)
+        chosen[name] = merged
+    return chosen
+
+
+def load(path, overrides=(), output=None):
+    """The experiment of a YAML file, `--set` overrides applied, its runs expanded."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            mapping = yaml.safe_load(f) or {}
+    except OSError as error:
+        raise ExperimentError(f"cannot read experiment file: {error}") from None
+    except yaml.YAMLError as error:
+        raise ExperimentError(f"{path}: not valid YAML: {error}") from None
+    mapping = apply_overrides(_mapping(mapping, path, "the experiment file"), overrides, path)
+    unknown = set(mapping) - TOP_KEYS
+    if unknown:
+        _fail(path, f"unknown keys {sorted(unknown)}; known: {sorted(TOP_KEYS)}")
+    base = path.resolve().parent
+    name = mapping.get("name", path.stem)
+
+    recipe = {}
+    if mapping.get("recipe"):
+        recipe_path = base / mapping["recipe"]
+        if not recipe_path.is_file():
+            _fail(path, f"recipe {mapping['recipe']} not found ({recipe_path})")
+        recipe = merged_mapping(recipe_path)
+    settings = _mapping(mapping.get("settings"), path, "settings")
+    methods = _mapping(mapping.get("methods"), path, "methods")
+    if not methods:
+        _fail(path, "methods: name at least one position method")
+    for label, keys in methods.items():
+        methods[label] = _mapping(keys, path, f"methods.{label}")
+    for where, keys in [("settings", settings), *((f"methods.{m}", k) for m, k in methods.items())]:
+        owned = set(keys) & set(RUNNER_KEYS)
+        if owned:
+            _fail(path, f"{where} sets {sorted(owned)}, which the runner sets for every run")
+    baseline = mapping.get("baseline", next(iter(methods)))
+    if baseline not in methods:
+        _fail(path, f"baseline {baseline!r} is not among methods: {sorted(methods)}")
+
+    data = {label: _data_setting(label, spec, base, path)
+            for label, spec in _mapping(mapping.get("data"), path, "data").items()}
+    if not data:
+        _fail(path, "data: name at least one data setting")
+    for label, setting in data.items():
+        owned = set(setting.settings) & set(RUNNER_KEYS)
+        if owned:
+            _fail(path, f"data.{label}.settings sets {sorted(owned)}, which the runner sets for every run")
+    runs = expand_grid(recipe, settings, methods, data, _mapping(mapping.get("grid"), path, "grid"), path)
+
+    evaluation = _mapping(mapping.get("evaluation"), path, "evaluation")
+    unknown = set(evaluation) - {"sets", "average_last", "translate"}
+    if unknown:
+        _fail(path, f"evaluation: unknown keys {sorted(unknown)} (sets, average_last, translate)")
+    used_data = {run.data for run in runs}
+    common = [n for n in next(iter(data.values())).eval_sets if all(n in data[d].eval_sets for d in used_data)]
+    eval_sets = evaluation.get("sets", common)
+    for label in used_data:
+        missing = [n for n in eval_sets if n not in data[label].eval_sets]
+        if missing:
+            _fail(path, f"evaluation.sets names {missing}, which data.{label} has no eval set for")
+    average_last = evaluation.get("average_last")
+    if average_last is not None and (not isinstance(average_last, int) or average_last < 1):
+        _fail(path, "evaluation.average_last must be a positive integer")
+
+    analyses = _analyses(mapping.get("analyses"), eval_sets or common, path)
+    if "speed" in analyses and baseline not in {run.method for run in runs}:
+        _fail(path, f"analyses.speed compares against the baseline {baseline!r}, which the grid does not run")
+    return Experiment(
+        path=path,
+        name=name,
+        output=Path(output or mapping.get("output") or Path("runs") / name),
+        methods=methods,
+        baseline=baseline,
+        data=data,
+        runs=runs,
+        eval_sets=eval_sets,
+        average_last=average_last,
+        translate=_mapping(evaluation.get("translate"), path, "evaluation.translate"),
+        analyses=analyses,
+    )
+
+
+def parse_shard(text):
+    """'i/n' (1 <= i <= n) -> (i, n)."""
+    try:
+        i, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ExperimentError(f"--shard expects I/N such as 1/4, got {text!r}") from None
+    if not 1 <= i <= n:
+        raise ExperimentError(f"--shard {text}: need 1 <= I <= N")
+    return i, n
+
+
+def shard(runs, i, n):
+    """The runs of shard i of n: every n-th run, starting at the i-th."""
+    return runs[i - 1 :: n]

@@ -1,0 +1,398 @@
+"""Self-attention without the (L, L, d) tensor: Shaw et al. (2018) and Music Transformer.
+
+OpenNMT-py 3.5.1 computes Shaw's relative terms by materializing one embedding per
+(query, key) pair on every call, and never uses fused attention in the encoder.
+The subclasses below keep `MultiHeadedAttention`'s parameters, names, layer cache
+and calling convention, and change only how the attention is computed:
+
+- `SelfAttention`: absolute positions (APE, SHAPE, none), with PyTorch's fused
+  `scaled_dot_product_attention` (SDPA) in encoder and decoder.
+- `ShawRelativeAttention`: Shaw's key and value terms through the 2K+1 clipped
+  distances: Q R_K^T gathered per pair; weights summed per distance, then @ R_V.
+- `MusicRelativeAttention`: Huang et al.'s keys-only relative logits, one learned
+  distance embedding per layer and head, placed with the skew trick; they enter
+  SDPA as an additive bias.
+
+`install(model, opt)` swaps them into a freshly built OpenNMT-py model
+(`onmt_posenc.plugin` calls it right after `build_task_specific_model`).
+"""
+import torch
+import torch.nn.functional as F
+from torch import nn
+from onmt.decoders.transformer import TransformerDecoderLayer
+from onmt.encoders.transformer import TransformerEncoderLayer
+from onmt.modules.multi_headed_attn import MultiHeadedAttention, shape, unshape
+from onmt.utils.logging import logger
+
+
+def masked_value(dtype):
+    """A logit that vanishes in the softmax and stays finite after another logit
+    is added to it (a fully masked row then averages instead of giving NaN)."""
+    return torch.finfo(dtype).min / 2
+
+
+def relative_distances(query_len, key_len, device):
+    """(query_len, key_len) matrix of j - i. The queries are the last `query_len`
+    of `key_len` positions: equal lengths in training, the newest positions
+    while decoding step by step with keys from the layer cache."""
+    keys = torch.arange(key_len, device=device)
+    queries = keys[key_len - query_len :, None]
+    return keys[None, :] - queries
+
+
+def skew(padded, key_len):
+    """Huang et al. (2018, sec. 3.4.1): pad one column on the left of the (Lq, W)
+    relative logits, reshape to (W + 1, Lq), drop the first row and read (Lq, W)
+    back; entry (i, j) is then column j - i + Lq - 1 of the unpadded logits.
+
+    `padded` is (..., Lq, W + 1), its first column of any value (it never reaches
+    the result). W = Lk is the causal form (distances -(Lk-1)..0, decoder),
+    W = Lk + Lq - 1 the 2L-1 form (distances -(Lk-1)..Lq-1, encoder). Written as
+    a flat offset, so the result is a view and nothing is copied.
+    """
+    query_len, width = padded.shape[-2:]
+    rows = padded.flatten(-2).narrow(-1, query_len, query_len * (width - 1))
+    return rows.unflatten(-1, (query_len, width - 1))[..., :key_len]
+
+
+class SelfAttention(MultiHeadedAttention):
+    """OpenNMT-py self-attention for absolute positions (or none).
+
+    `fused=True` calls SDPA whenever the attention weights are not requested;
+    `fused=False` is the plain matmul-softmax-matmul path (OpenNMT-py's
+    `self_attn_type: scaled-dot`). Subclasses add a relative term through
+    `relative_logits`, or override `attend`.
+    """
+
+    def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
+        super().__init__(
+            head_count, model_dim, dropout=dropout, is_decoder=is_decoder, attn_type="self", add_qkvbias=add_qkvbias
+        )
+        self.fused = fused
+
+    def forward(self, key, value, query, mask=None, sliding_window=0, step=0, return_attn=False, self_attn_type=None):
+        """OpenNMT-py's signature. `mask` (batch, 1, query_len, key_len) is True
+        where a key is hidden; None while decoding step by step."""
+        q = shape(self.linear_query(query), self.dim_per_head)
+        k = shape(self.linear_keys(key), self.dim_per_head)
+        v = shape(self.linear_values(value), self.dim_per_head)
+        if self.layer_cache[0]:  # incremental decoding: prepend earlier steps
+            cache = self.layer_cache[1]
+            if cache["keys"].numel():
+                k = torch.cat((cache["keys"], k), dim=2)
+                v = torch.cat((cache["values"], v), dim=2)
+            cache["keys"], cache["values"] = k, v
+        context, attn = self.attend(q * self.dim_per_head**-0.5, k, v, mask, return_attn)
+        return self.final_linear(unshape(context)), attn
+
+    def relative_logits(self, q, key_len):
+        """Position logits added to q.k; absolute positions have none."""
+        return None
+
+    def attend(self, q, k, v, mask, return_attn):
+        """softmax(q k^T + relative logits) v for scaled queries q (batch, heads, Lq, d).
+        Returns the context and, on the plain path, the attention weights."""
+        rel = self.relative_logits(q, k.size(2))
+        if self.fused and not return_attn:
+            if rel is None:
+                bias = None if mask is None else ~mask
+            else:
+                bias = rel if mask is None else rel.masked_fill(mask, masked_value(rel.dtype))
+            del rel  # a view of a (Lq, 2L) buffer: let it go before the attention
+            dropout = self.dropout_p if self.training else 0.0
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout, scale=1.0), None
+        scores = q @ k.transpose(-1, -2)
+        if rel is not None:
+            scores += rel
+        del rel
+        dropped, attn = self.attention_weights(scores, mask)
+        return dropped @ v, attn
+
+    def attention_weights(self, scores, mask):
+        """Masked softmax (in float32, as OpenNMT-py); returns the weights after
+        and before attention dropout. `scores` is overwritten."""
+        if mask is not None:
+            scores.masked_fill_(mask, masked_value(scores.dtype))
+        attn = scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype)
+        return (self.dropout(attn) if self.dropout_p > 0 else attn), attn
+
+
+def gather_pairs(per_distance, bucket, a, b, hidden=0.0):
+    """(a @ b)[..., i, j] + per_distance[..., i, bucket[..., i, j]] for (batch, heads, ...)
+    tensors. Bucket index `per_distance.size(-1)` marks a masked pair, which reads
+    `hidden`. The per-distance values are gathered to (Lq, Lk), then the matmul
+    accumulates into them in place: one (Lq, Lk) tensor is written, no other."""
+    pairs = F.pad(per_distance, (0, 1), value=hidden).gather(-1, bucket)
+    pairs.flatten(0, 1).baddbmm_(a.flatten(0, 1), b.flatten(0, 1))
+    return pairs
+
+
+# Above this many elements, a CPU temporary of the size of the attention weights
+# comes as fresh pages from the operating system and costs more than the work.
+CPU_LARGE_TEMPORARY = 2**22
+
+
+def masked_row_sums(pairs, mask):
+    """(pairs * mask).sum(-1) for a (Lq, Lk) mask shared by the leading dims, as
+    (..., Lq, 1). On CPU, for large pairs, one matrix product per query instead,
+    which needs no temporary of the size of pairs."""
+    if pairs.device.type == "cpu" and pairs.numel() > CPU_LARGE_TEMPORARY:
+        by_query = pairs.flatten(0, -3).transpose(0, 1)  # (Lq, batch * heads, Lk), a view
+        sums = torch.bmm(by_query, mask.to(pairs.dtype)[..., None])
+        return sums.transpose(0, 1).unflatten(0, pairs.shape[:-2])
+    return (pairs * mask).sum(-1, keepdim=True)
+
+
+def distance_sums(pairs, lo, hi):
+    """Sum of pairs[..., i, j] per distance j - i clipped to [lo, hi]: (..., Lq, hi - lo + 1),
+    the queries being the last Lq of Lk positions. This is the adjoint of gathering
+    per-distance values to pairs, and the value term of Shaw et al.
+
+    Strictly between lo and hi a distance has at most one key per query (a small
+    gather); distances <= lo are a masked row sum; distances >= hi are the rest
+    of the row."""
+    *lead, query_len, key_len = pairs.shape
+    if lo == hi:
+        return pairs.sum(-1, keepdim=True)
+    positions = torch.arange(key_len - query_len, key_len, device=pairs.device)[:, None]
+    keys = positions + torch.arange(lo + 1, hi, device=pairs.device)  # (Lq, hi - lo - 1)
+    inside = (keys >= 0) & (keys < key_len)
+    middle = pairs.gather(-1, keys.clamp(0, key_len - 1).expand(*lead, -1, -1)) * inside
+    below = masked_row_sums(pairs, torch.arange(key_len, device=pairs.device) <= positions + lo)
+    # The rest by subtraction, in at least float32 (float16 weights lose too much).
+    dtype = torch.promote_types(pairs.dtype, torch.float32)
+    above = pairs.sum(-1, keepdim=True, dtype=dtype) - middle.sum(-1, keepdim=True, dtype=dtype) - below.to(dtype)
+    return torch.cat((below, middle, above.to(pairs.dtype)), dim=-1)
+
+
+def table_gradient(per_distance, other, table):
+    """Gradient of a distance table used as per_distance @ table, summed over the
+    batch (and over the heads for a table shared by all heads); in float32 under
+    mixed precision, returned in the table's dtype."""
+    grad = per_distance.transpose(-1, -2).float() @ other.float()
+    return grad.sum((0, 1) if table.dim() == 2 else 0).to(table.dtype)
+
+
+class ShawScores(torch.autograd.Function):
+    """Shaw et al. eq. 4 for scaled queries: e_ij = q_i . k_j + q_i . R[bucket(i, j)].
+
+    Shaw's two terms are adjoint to each other: the gradient of the scores for q
+    is the value term of the gradient (`distance_sums`), and the gradient of the
+    context for the weights is the key term of the gradient (`gather_pairs`).
+    Written out, a backward pass creates at most the one (Lq, Lk) gradient it
+    returns; autograd through gather and scatter would add zero-filled (Lq, Lk)
+    buffers and a gradient sum.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, table, bucket):
+        ctx.save_for_backward(q, k, table, bucket)
+        return gather_pairs(q @ table.T, bucket, q, k.transpose(-1, -2), hidden=masked_value(q.dtype))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        q, k, table, bucket = ctx.saved_tensors
+        far = table.size(0) // 2
+        per_distance = distance_sums(grad, -far, far)
+        grad_q = grad @ k + per_distance @ table.to(grad.dtype)
+        grad_k = grad.transpose(-1, -2) @ q
+        return grad_q, grad_k, table_gradient(per_distance, q, table), None
+
+
+class ShawContext(torch.autograd.Function):
+    """Shaw et al. eq. 3: z_i = sum_j a_ij v_j + sum_b (sum of a_ij over bucket b) R[b]."""
+
+    @staticmethod
+    def forward(ctx, weights, v, table, bucket):
+        far = table.size(0) // 2
+        per_distance = distance_sums(weights, -far, far)
+        ctx.save_for_backward(weights, v, table, bucket, per_distance)
+        return weights @ v + per_distance @ table
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        weights, v, table, bucket, per_distance = ctx.saved_tensors
+        grad_weights = gather_pairs(grad @ table.to(grad.dtype).T, bucket, grad, v.transpose(-1, -2))
+        grad_v = weights.transpose(-1, -2) @ grad
+        return grad_weights, grad_v, table_gradient(per_distance, grad, table), None
+
+
+class SkewedLogits(torch.autograd.Function):
+    """Huang et al.'s S_rel = skew(Q E^T) for a table of distances lo..hi (per head),
+    the skewed columns being distances 1-Lk..last (clipped to lo..hi).
+
+    Backward: the gradient of S summed per clipped distance (`distance_sums`),
+    which is the skew's adjoint without its (Lq, 2L) zero-filled buffer.
+    """
+
+    @staticmethod
+    def forward(ctx, q, table, key_len, last, lo, hi):
+        ctx.save_for_backward(q, table)
+        ctx.window = lo, hi
+        logits = q @ table.transpose(-1, -2)  # (batch, heads, Lq, hi - lo + 1)
+        shape = logits.shape[:-1]
+        # Columns 1-Lk..lo-1 repeat lo, hi+1..last repeat hi, and the skew's pad column in front.
+        padded = torch.cat(
+            (logits[..., :1].expand(*shape, lo - (1 - key_len) + 1), logits, logits[..., -1:].expand(*shape, last - hi)),
+            dim=-1,
+        )
+        return skew(padded, key_len)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        q, table = ctx.saved_tensors
+        per_distance = distance_sums(grad, *ctx.window)
+        grad_q = per_distance @ table.to(grad.dtype)
+        return grad_q, table_gradient(per_distance, q, table), None, None, None, None
+
+
+class ShawRelativeAttention(SelfAttention):
+    """Shaw et al. (2018), eqs. 3-5: e_ij = q_i . (k_j + a^K_ij) / sqrt(d) and
+    z_i = sum_j alpha_ij (v_j + a^V_ij), with a_ij = R[clip(j - i, -K, K)].
+
+    Both terms go through the 2K+1 distance buckets, never an (L, L, d) tensor:
+    q_i . a^K_ij = (Q R_K^T)[i, bucket(i, j)] (`ShawScores`), and
+    sum_j alpha_ij a^V_ij = sum_b (sum of alpha_ij over bucket b) R_V[b] (`ShawContext`).
+
+    `separate_values=False` is OpenNMT-py's parameterization: one table,
+    `relative_positions_embeddings`, for keys and values, so OpenNMT-py's Shaw
+    checkpoints load unchanged. `separate_values=True` is the paper's two tables.
+    The value term needs the attention weights: always the plain path.
+    """
+
+    def __init__(self, head_count, model_dim, max_relative_positions, dropout=0.1, is_decoder=True,
+                 add_qkvbias=False, separate_values=False):
+        super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused=False)
+        self.max_relative_positions = max_relative_positions
+        self.separate_values = separate_values
+        buckets = 2 * max_relative_positions + 1
+        if separate_values:
+            self.relative_keys_embeddings = nn.Embedding(buckets, self.dim_per_head)
+            self.relative_values_embeddings = nn.Embedding(buckets, self.dim_per_head)
+        else:
+            self.relative_positions_embeddings = nn.Embedding(buckets, self.dim_per_head)
+
+    def tables(self):
+        """(R_K, R_V), each (2K+1, d_head)."""
+        if self.separate_values:
+            return self.relative_keys_embeddings.weight, self.relative_values_embeddings.weight
+        return self.relative_positions_embeddings.weight, self.relative_positions_embeddings.weight
+
+    def attend(self, q, k, v, mask, return_attn):
+        r_k, r_v = self.tables()
+        far = self.max_relative_positions
+        bucket = relative_distances(q.size(2), k.size(2), q.device).clamp(-far, far) + far
+        if mask is not None:  # masked pairs read a vanishing logit: no separate masking pass
+            bucket = bucket.masked_fill(mask, 2 * far + 1)
+        bucket = bucket.expand(q.size(0), q.size(1), -1, -1)
+        dropped, attn = self.attention_weights(ShawScores.apply(q, k, r_k, bucket), mask=None)
+        return ShawContext.apply(dropped, v, r_v, bucket), attn
+
+
+class MusicRelativeAttention(SelfAttention):
+    """Huang et al. (2018) relative attention: softmax((Q K^T + S_rel) / sqrt(d)) V
+    with S_rel[i, j] = q_i . E[j - i], E a learned embedding per layer and head for
+    each distance (keys only, no value term); distances beyond K are clipped to
+    +-K (K >= the longest sequence is the paper's unclipped form).
+
+    The decoder uses the causal form (distances -K..0, the future is masked), the
+    encoder the 2L-1 form (-K..K). S_rel is Q E^T over the distances that occur,
+    put in place by the skew (`SkewedLogits`): no (L, L, d) tensor. It is an
+    additive bias, so the fused path applies.
+    """
+
+    def __init__(self, head_count, model_dim, max_relative_positions, dropout=0.1, is_decoder=True,
+                 add_qkvbias=False, fused=True):
+        super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)
+        self.max_relative_positions = max_relative_positions
+        self.max_distance = 0 if is_decoder else max_relative_positions
+        distances = max_relative_positions + 1 + self.max_distance
+        # (heads, distances, d_head); row r is distance r - K
+        self.relative_key_embeddings = nn.Parameter(torch.randn(head_count, distances, self.dim_per_head))
+
+    def relative_logits(self, q, key_len):
+        far = self.max_relative_positions
+        last = 0 if self.is_decoder else q.size(2) - 1  # the largest distance that occurs
+        lo, hi = max(-far, 1 - key_len), min(self.max_distance, last)  # distinct distances
+        table = self.relative_key_embeddings[:, lo + far : hi + far + 1]
+        return SkewedLogits.apply(q, table, key_len, last, lo, hi)
+
+
+def _unsupported(layer, attention, opt):
+    """Why this layer's self-attention stays OpenNMT-py's (None: ours applies)."""
+    if attention.max_relative_positions < 0:
+        return "rotary or ALiBi positions (max_relative_positions < 0)"
+    if attention.relative_positions_buckets > 0:
+        return "T5 relative buckets (relative_positions_buckets)"
+    if attention.num_kv > 0:
+        return "grouped keys and values (num_kv)"
+    if attention.parallel_gpu > 1:
+        return "tensor parallelism"
+    if getattr(layer, "sliding_window", 0) > 0:
+        return "sliding_window"
+    if "mha" in (getattr(opt, "use_ckpting", None) or []):
+        return "use_ckpting mha"
+    return None
+
+
+def _replacement(stock, opt):
+    """Our attention for one stock module, reusing its parameters."""
+    settings = dict(
+        head_count=stock.head_count,
+        model_dim=stock.linear_query.in_features,
+        dropout=stock.dropout_p,
+        is_decoder=stock.is_decoder,
+        add_qkvbias=stock.linear_query.bias is not None,
+    )
+    far = stock.max_relative_positions
+    fused = opt.self_attn_type == "scaled-dot-flash"
+    # Built under a forked RNG: the model's parameter initialization (after
+    # building) then draws exactly the numbers it draws for the stock model.
+    with torch.random.fork_rng(devices=[]):
+        if far == 0:
+            attention = SelfAttention(**settings, fused=fused)
+        elif getattr(opt, "relative_attention", None) == "music":
+            attention = MusicRelativeAttention(**settings, max_relative_positions=far, fused=fused)
+        else:
+            separate = getattr(opt, "relative_values", None) == "separate"
+            attention = ShawRelativeAttention(**settings, max_relative_positions=far, separate_values=separate)
+            if not separate:
+                attention.relative_positions_embeddings = stock.relative_positions_embeddings
+    for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
+        setattr(attention, name, getattr(stock, name))
+    return attention
+
+
+def install(model, opt):
+    """Replace the self-attention of every Transformer encoder and decoder layer
+    of a freshly built model by ours, in place (before parameters are
+    initialized or loaded). `opt` has gone through `resolve_attention_options`.
+
+    Layers whose configuration we do not implement keep OpenNMT-py's module,
+    unless the chosen method exists only here (Music, separate value table).
+    """
+    choice = (getattr(opt, "relative_attention", None), getattr(opt, "relative_values", None))
+    needs_ours = choice[0] == "music" or choice[1] == "separate"
+    installed = set()
+    for layer in model.modules():
+        if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):
+            continue
+        stock = layer.self_attn
+        if type(stock) is not MultiHeadedAttention:  # e.g. the average attention decoder
+            continue
+        reason = _unsupported(layer, stock, opt)
+        if reason is None:
+            layer.self_attn = _replacement(stock, opt)
+            installed.add(type(layer.self_attn).__name__)
+        elif needs_ours:
+            raise ValueError(f"relative_attention {choice[0]}, relative_values {choice[1]}: not available with {reason}")
+    if needs_ours and not installed:
+        raise ValueError(
+            f"relative_attention {choice[0]}, relative_values {choice[1]}: needs a Transformer "
+            "encoder-decoder model (encoder_type and decoder_type transformer)"
+        )
+    if installed:
+        logger.info("onmt-posenc self-attention: %s", ", ".join(sorted(installed)))

@@ -1,0 +1,64 @@
+"""Running the stock OpenNMT-py commands (onmt_build_vocab, onmt_train,
+onmt_average_models, onmt_translate) as subprocesses, each with its own log.
+
+They are run exactly as a user would run them, so the extension reaches them
+through its start-up hook, not through anything done here.
+"""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+class StockCommandError(RuntimeError):
+    def __init__(self, name, returncode, log_path):
+        super().__init__(f"{name} exited with status {returncode}; see {log_path}")
+        self.log_path = log_path
+
+
+def command_path(name):
+    """The console script `name` beside this Python (the same environment), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found beside {sys.executable} nor on PATH; is OpenNMT-py installed?")
+    return found
+
+
+def run_logged(name, args, log_path, on_line=None):
+    """Run `name args...`, its stdout and stderr going to `log_path`; `on_line` sees each line.
+
+    Raises StockCommandError naming the log when the command fails. If this
+    process is interrupted, the child is stopped too.
+    """
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = [command_path(name), *map(str, args)]
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(argv) + "\n")
+        log.flush()
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   errors="replace")
+        try:
+            for line in process.stdout:
+                log.write(line)
+                if on_line is not None:
+                    on_line(line)
+            returncode = process.wait()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    if returncode != 0:
+        raise StockCommandError(name, returncode, log_path)
+
+
+def translate(model, src, output, log_path, config=None):
+    """onmt_translate `model` on the file `src` into `output` (options from `config`, a YAML)."""
+    args = ["-model", model, "-src", src, "-output", output]
+    if config is not None:
+        args = ["-config", config, *args]
+    run_logged("onmt_translate", args, log_path)
+    return output

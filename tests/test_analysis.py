@@ -1,0 +1,189 @@
+"""The paper's analyses on tiny APE and SHAPE models trained here on real toy-ende data,
+each through its `onmt-posenc` command and through its functions."""
+import json
+import re
+
+import onmt  # noqa: F401  (activates the extension in this process too)
+import pytest
+import torch
+from conftest import TOY_ENDE, command, head, run, tiny_transformer, write_yaml
+
+from onmt_posenc.analysis import length_buckets, models, position_ablation, shift_invariance, speed, swapped, token_nll
+from onmt_posenc.interpolate import join_lines, read_lines, write_lines
+
+STEPS = 300  # enough for APE and SHAPE to differ in shift invariance (0.68 vs 0.78 measured)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """An APE and a SHAPE (K=500) model, same data, vocabulary, seed and steps; and eval files."""
+    workdir = tmp_path_factory.mktemp("analysis")
+    config = write_yaml(workdir / "vocab.yaml", tiny_transformer(workdir))
+    run([command("onmt_build_vocab"), "-config", config, "-n_sample", "-1"])
+    for name, extra in (("ape", {}), ("shape", {"shape_max_shift": 500})):
+        config = write_yaml(workdir / f"{name}.yaml",
+                            tiny_transformer(workdir, train_steps=STEPS, save_model=str(workdir / name), **extra))
+        run([command("onmt_train"), "-config", config])
+    translate_config = write_yaml(workdir / "translate.yaml", {"beam_size": 2, "max_length": 40})
+    src = head(TOY_ENDE / "src-test.txt", workdir / "test.src", 30)
+    for name in ("ape", "shape"):
+        run([command("onmt_translate"), "-config", translate_config, "-model", workdir / f"{name}_step_{STEPS}.pt",
+             "-src", src, "-output", workdir / f"{name}.hyp"])
+    files = {
+        "src": src,
+        "tgt": head(TOY_ENDE / "tgt-test.txt", workdir / "test.tgt", 30),
+        "train_src": workdir / "train.src",
+        "train_tgt": workdir / "train.tgt",
+        "translate_config": translate_config,
+    }
+    return {"dir": workdir, "ape": workdir / f"ape_step_{STEPS}.pt", "shape": workdir / f"shape_step_{STEPS}.pt",
+            **files}
+
+
+def test_gold_log_probs_equal_onmt_translate_gold_scores(trained):
+    """Our teacher-forced token NLLs sum to OpenNMT-py's GOLD SCORE of each sentence."""
+    result = run([command("onmt_translate"), "-model", trained["ape"], "-src", trained["src"], "-tgt", trained["tgt"],
+                  "-output", trained["dir"] / "gold.hyp", "-verbose", "-max_length", "40"])
+    # Per sentence "GOLD SCORE: x" on a line of its own (the total comes after a log prefix).
+    gold = [float(x) for x in re.findall(r"^GOLD SCORE: (-?[\d.]+)$", result.stderr, re.M)]
+    loaded = models.load_model(trained["ape"])
+    src, tgt = models.read_lines(trained["src"]), models.read_lines(trained["tgt"])
+    ours = [-sum(nll) for nll in token_nll.token_nlls(loaded, src, tgt, max_tokens=300)]
+    assert len(gold) == len(ours) == 30
+    assert ours == pytest.approx(gold, abs=2e-3)
+
+
+def test_shift_invariance_command_and_sanity(trained):
+    out = trained["dir"] / "shift"
+    matrices = {}
+    for name in ("ape", "shape"):
+        run([command("onmt-posenc"), "shift-invariance", "--model", trained[name], "--src", trained["src"],
+             "--plot", f"{out}_{name}.png", "--json", f"{out}_{name}.json"])
+        result = json.loads(open(f"{out}_{name}.json").read())
+        assert result["offsets"] == [0, 100, 250, 500]
+        matrix = torch.tensor(result["matrix"])
+        assert matrix.shape == (4, 4)
+        assert torch.allclose(matrix.diagonal(), torch.ones(4), atol=1e-5)  # identical offsets
+        assert torch.allclose(matrix, matrix.T, atol=1e-6)
+        assert (matrix <= 1 + 1e-5).all() and (matrix > -1).all()
+        assert open(f"{out}_{name}.png", "rb").read(8) == PNG_MAGIC
+        matrices[name] = result["mean_off_diagonal"]
+    assert matrices["ape"] < 0.95  # APE's encoder changes when its positions move
+    assert matrices["shape"] > matrices["ape"]  # SHAPE's trained encoder less so
+
+
+def test_offset_zero_reproduces_the_model(trained):
+    """The offset module at k=0 gives exactly the trained encoder's states."""
+    loaded = models.load_model(trained["ape"])
+    src = models.read_lines(trained["src"], 5)
+    batch = next(models.batches(loaded.vocabs, src))
+    with torch.no_grad():
+        plain = models.encode(loaded.model, batch)
+        with models.position_module_replaced(loaded.model, "src", shift_invariance.offset_encoding(loaded, 0)):
+            shifted = models.encode(loaded.model, batch)
+    assert torch.equal(plain, shifted)
+
+
+def test_swapped_with_one_sentence_equals_original(trained):
+    """N = 1: moving the first sentence to the end changes nothing."""
+    out = trained["dir"] / "swapped1"
+    run([command("onmt-posenc"), "swapped", "--model", trained["ape"], "--src", trained["src"],
+         "--tgt", trained["tgt"], "--workdir", out, "--translate-config", trained["translate_config"],
+         "--json", out / "result.json"])
+    result = json.loads((out / "result.json").read_text())
+    assert result["original"] == result["swapped"]
+    assert result["drop"] == 0
+    assert read_lines(out / "swapped.src") == read_lines(trained["src"])
+
+
+def test_swapped_moves_the_first_sentence(trained):
+    assert swapped.swap_first_to_end("a b <sep> c <sep> d e") == "c <sep> d e <sep> a b"
+    src, tgt = trained["dir"] / "joined.src", trained["dir"] / "joined.tgt"
+    write_lines(src, join_lines(read_lines(trained["src"]), 2, "<sep>"))
+    write_lines(tgt, join_lines(read_lines(trained["tgt"]), 2, "<sep>"))
+    # A perfect "model" (the references themselves) keeps X1 intact in both orders.
+    scores = swapped.first_sentence_scores(read_lines(tgt), [swapped.swap_first_to_end(t) for t in read_lines(tgt)],
+                                           read_lines(tgt))
+    assert scores["original"] == pytest.approx(100) and scores["swapped"] == pytest.approx(100)
+
+
+def test_length_buckets_command(trained):
+    hyps = {name: trained["dir"] / f"{name}.hyp" for name in ("ape", "shape")}
+    out = trained["dir"] / "buckets"
+    run([command("onmt-posenc"), "length-buckets", "--src", trained["src"], "--ref", trained["tgt"],
+         "--hyp", f"ape={hyps['ape']}", "--hyp", f"shape={hyps['shape']}", "--baseline", "ape",
+         "--train-src", trained["train_src"], "--plot", f"{out}.png", "--json", f"{out}.json"])
+    result = json.loads(open(f"{out}.json").read())
+    lengths = [len(line.split()) for line in read_lines(trained["src"])]
+    assert sum(result["counts"]) == len(lengths)
+    assert result["max_train_length"] == max(len(line.split()) for line in read_lines(trained["train_src"]))
+    assert len(result["bleu"]["shape"]) == len(result["buckets"]) == len(result["gain"]["shape"])
+    assert result["gain"]["shape"] == pytest.approx([s - a for s, a in zip(result["bleu"]["shape"],
+                                                                          result["bleu"]["ape"])])
+    assert open(f"{out}.png", "rb").read(8) == PNG_MAGIC
+
+
+def test_length_buckets_marks_unseen_lengths():
+    src = ["a " * n for n in (3, 12, 25, 25)]
+    refs = ["x y z w"] * 4
+    result = length_buckets.bucket_bleu(src, refs, {"m": refs, "b": ["q"] * 4}, width=10, max_train_length=15,
+                                        baseline="b")
+    assert result["buckets"] == ["1-10", "11-20", "21-30"]
+    assert result["counts"] == [1, 1, 2]
+    assert result["unseen"] == [False, True, True]  # 11-20 holds 16..20, longer than 15
+    assert result["bleu"]["m"] == pytest.approx([100, 100, 100])
+    assert all(g > 0 for g in result["gain"]["m"])
+
+
+def test_token_nll_command_and_comparison(trained):
+    out = trained["dir"] / "tokens"
+    run([command("onmt-posenc"), "token-nll", "--model-a", trained["shape"], "--model-b", trained["ape"],
+         "--labels", "shape", "ape", "--src", trained["src"], "--tgt", trained["tgt"],
+         "--train-tgt", trained["train_tgt"], "--plot", f"{out}.png", "--json", f"{out}.json"])
+    result = json.loads(open(f"{out}.json").read())
+    tgt = models.read_lines(trained["tgt"])
+    assert result["tokens"] == sum(len(t) + 1 for t in tgt)
+    assert sum(map(sum, result["counts"])) == result["tokens"]
+    assert 0 < result["share"] < 1
+    assert open(f"{out}.png", "rb").read(8) == PNG_MAGIC
+    # A model never beats itself; ties are not wins.
+    nll = token_nll.token_nlls(models.load_model(trained["ape"]), models.read_lines(trained["src"]), tgt)
+    counts = token_nll.training_frequencies(trained["train_tgt"])
+    assert token_nll.compare(nll, nll, tgt, counts)["share"] == 0
+
+
+def test_speed_command(trained):
+    out = trained["dir"] / "speed.json"
+    run([command("onmt-posenc"), "speed", "--model", f"ape={trained['ape']}", "--model", f"shape={trained['shape']}",
+         "--src", trained["src"], "--tgt", trained["tgt"], "--batches", "2", "--rounds", "2", "--json", out])
+    result = json.loads(out.read_text())
+    assert result["baseline"] == "ape" and result["relative"]["ape"] == 1.0
+    assert all(v > 0 for v in result["tokens_per_second"].values())
+
+
+def test_speed_refuses_models_with_other_vocabularies(trained):
+    ape = models.load_model(trained["ape"])
+    other = ape._replace(vocabs=dict(ape.vocabs, src=ape.vocabs["tgt"]))
+    with pytest.raises(ValueError, match="other vocabularies"):
+        speed.throughput({"a": ape, "b": other}, models.read_lines(trained["src"]),
+                         models.read_lines(trained["tgt"]), batches=1, rounds=1)
+
+
+def test_position_ablation_command(trained):
+    out = trained["dir"] / "ablation"
+    run([command("onmt-posenc"), "position-ablation", "--model", trained["ape"], "--src", trained["src"],
+         "--tgt", trained["tgt"], "--sinusoid-plot", f"{out}.png", "--json", f"{out}.json"])
+    result = json.loads(open(f"{out}.json").read())
+    assert result["removed_from"] == ["src", "tgt"]
+    assert result["encoder_cosine"] < 0.999 and result["decoder_cosine"] < 0.999
+    # The trained model uses its positions: without them the gold translations get less likely.
+    assert result["perplexity_removed"] > result["perplexity_kept"]
+    assert open(f"{out}.png", "rb").read(8) == PNG_MAGIC
+
+
+def test_ablation_leaves_the_model_as_it_was(trained):
+    loaded = models.load_model(trained["shape"])
+    before = [models.position_module(loaded.model, side) for side in ("src", "tgt")]
+    position_ablation.ablate(loaded, models.read_lines(trained["src"], 3), models.read_lines(trained["tgt"], 3))
+    assert [models.position_module(loaded.model, side) for side in ("src", "tgt")] == before

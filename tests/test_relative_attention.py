@@ -1,0 +1,508 @@
+"""Fast Shaw and Music Transformer relative attention, fused attention for absolute
+positions: against OpenNMT-py's own MultiHeadedAttention, against direct O(L^2 d)
+computations, in incremental decoding, and through the stock onmt_* commands."""
+import importlib.util
+import math
+import re
+import sys
+import types
+
+import onmt  # noqa: F401  (activates the extension)
+import pyonmttok
+import pytest
+import torch
+from conftest import REPO, TOY_ENDE, command, head, run, tiny_transformer, write_yaml
+from onmt import model_builder
+from onmt.bin.train import _get_parser
+from onmt.constants import DefaultTokens
+from onmt.decoders.transformer import TransformerDecoderLayer
+from onmt.modules.multi_headed_attn import MultiHeadedAttention
+from onmt.utils.misc import sequence_mask
+from onmt.utils.parse import ArgumentParser
+
+from onmt_posenc import relative_attention
+from onmt_posenc.options import resolve_attention_options
+from onmt_posenc.relative_attention import (
+    MusicRelativeAttention,
+    SelfAttention,
+    ShawRelativeAttention,
+    distance_sums,
+    skew,
+)
+
+HEADS, DIM, FAR = 4, 32, 16
+LENGTHS = [40, 27, 9]  # the longest is beyond FAR in both directions: clipping happens
+TOLERANCE = dict(atol=1e-5, rtol=1e-5)
+
+
+def encoder_mask(lengths):
+    """The mask TransformerEncoder gives its layers: padded keys hidden."""
+    lengths = torch.tensor(lengths)
+    mask = sequence_mask(lengths).unsqueeze(1).unsqueeze(1)
+    return mask.expand(-1, -1, mask.size(3), -1)
+
+
+def decoder_mask(lengths):
+    """The mask TransformerDecoderLayer gives its self-attention: future and padding."""
+    lengths = torch.tensor(lengths)
+    tgt_pad_mask = sequence_mask(lengths).unsqueeze(1)
+    layer = types.SimpleNamespace(sliding_window=0)
+    mask = TransformerDecoderLayer._compute_dec_mask(layer, tgt_pad_mask, future=False).unsqueeze(1)
+    return mask.expand(-1, -1, mask.size(3), -1)
+
+
+SIDES = {"encoder": (False, encoder_mask), "decoder": (True, decoder_mask)}
+
+
+def randomized(module, seed=0):
+    """Non-trivial parameters (OpenNMT-py's skip_init leaves them uninitialized)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+    return module
+
+
+def forward_backward(module, x, mask, seed=1):
+    """Output, attention, and the gradients of the input and of every parameter."""
+    torch.manual_seed(seed)  # the same attention-dropout draws for every module
+    x = x.clone().requires_grad_()
+    out, attn = module(x, x, x, mask=mask)
+    weights = torch.linspace(-1, 1, out.numel()).view_as(out)
+    (out * weights).sum().backward()
+    grads = {name: p.grad.clone() for name, p in module.named_parameters()}
+    module.zero_grad()
+    return out, attn, x.grad, grads
+
+
+def assert_same(expected, actual):
+    out_e, attn_e, dx_e, grads_e = expected
+    out_a, attn_a, dx_a, grads_a = actual
+    torch.testing.assert_close(out_a, out_e, **TOLERANCE)
+    if attn_e is not None and attn_a is not None:
+        torch.testing.assert_close(attn_a, attn_e, **TOLERANCE)
+    torch.testing.assert_close(dx_a, dx_e, **TOLERANCE)
+    assert grads_a.keys() == grads_e.keys()
+    for name in grads_e:
+        torch.testing.assert_close(grads_a[name], grads_e[name], **TOLERANCE, msg=name)
+
+
+def inputs(lengths=LENGTHS, seed=2):
+    return torch.randn(len(lengths), max(lengths), DIM, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+@pytest.mark.parametrize("side", sorted(SIDES))
+def test_shaw_matches_openmt_builtin(side, dropout):
+    """Same parameters (names included: strict load) -> same outputs, attention
+    weights and gradients as OpenNMT-py's (L, L, d) implementation."""
+    is_decoder, mask_of = SIDES[side]
+    stock = randomized(MultiHeadedAttention(HEADS, DIM, dropout=dropout, is_decoder=is_decoder,
+                                            max_relative_positions=FAR, attn_type="self"))
+    ours = ShawRelativeAttention(HEADS, DIM, FAR, dropout=dropout, is_decoder=is_decoder)
+    ours.load_state_dict(stock.state_dict())
+    x, mask = inputs(), mask_of(LENGTHS)
+    assert_same(forward_backward(stock, x, mask), forward_backward(ours, x, mask))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("side", sorted(SIDES))
+def test_absolute_position_attention_matches_openmt(side, fused):
+    """Fused (SDPA) and plain paths compute OpenNMT-py's attention (its CPU path)."""
+    is_decoder, mask_of = SIDES[side]
+    stock = randomized(MultiHeadedAttention(HEADS, DIM, dropout=0.0, is_decoder=is_decoder, attn_type="self"))
+    ours = SelfAttention(HEADS, DIM, dropout=0.0, is_decoder=is_decoder, fused=fused)
+    ours.load_state_dict(stock.state_dict())
+    x, mask = inputs(), mask_of(LENGTHS)
+    assert_same(forward_backward(stock, x, mask), forward_backward(ours, x, mask))
+
+
+def direct_attention(module, x, mask, key_term=None, value_term=None):
+    """Attention written out pair by pair, O(L^2 d) memory.
+
+    key_term / value_term: (heads or 1, L, L, d) relative embeddings a_ij per pair."""
+    d = module.dim_per_head
+
+    def split(linear):
+        return linear(x).view(x.size(0), x.size(1), -1, d).transpose(1, 2)
+
+    q, k, v = split(module.linear_query), split(module.linear_keys), split(module.linear_values)
+    scores = q @ k.transpose(-1, -2)
+    if key_term is not None:
+        scores = scores + torch.einsum("bhid,hijd->bhij", q, key_term)
+    scores = (scores / math.sqrt(d)).masked_fill(mask, float("-inf"))
+    attn = scores.softmax(-1)
+    context = attn @ v
+    if value_term is not None:
+        context = context + torch.einsum("bhij,hijd->bhid", attn, value_term)
+    return module.final_linear(context.transpose(1, 2).reshape(x.shape))
+
+
+def pair_distances(length):
+    positions = torch.arange(length)
+    return positions[None, :] - positions[:, None]  # j - i
+
+
+@pytest.mark.parametrize("side", sorted(SIDES))
+def test_shaw_separate_tables_match_direct_computation(side):
+    is_decoder, mask_of = SIDES[side]
+    module = randomized(ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0, is_decoder=is_decoder,
+                                              separate_values=True))
+    x, mask = inputs(), mask_of(LENGTHS)
+    bucket = pair_distances(x.size(1)).clamp(-FAR, FAR) + FAR
+    a_k = module.relative_keys_embeddings.weight[bucket][None]
+    a_v = module.relative_values_embeddings.weight[bucket][None]
+    expected = direct_attention(module, x, mask, key_term=a_k, value_term=a_v)
+    torch.testing.assert_close(module(x, x, x, mask=mask)[0], expected, **TOLERANCE)
+
+
+@pytest.mark.parametrize("far", [FAR, 64])  # clipped, and every distance its own embedding
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("side", sorted(SIDES))
+def test_music_matches_direct_computation(side, fused, far):
+    """Skewed Q E^T (2L-1 form in the encoder, causal form in the decoder) equals
+    q_i . E[j - i] computed for every pair; so do the gradients of E."""
+    is_decoder, mask_of = SIDES[side]
+    module = randomized(MusicRelativeAttention(HEADS, DIM, far, dropout=0.0, is_decoder=is_decoder, fused=fused))
+    x, mask = inputs(), mask_of(LENGTHS)
+    table = module.relative_key_embeddings  # (heads, distances, d), row r = distance r - far
+    assert table.shape == (HEADS, far + 1 + (0 if is_decoder else far), DIM // HEADS)
+    # Future distances are masked in the decoder; clipping them to 0 is harmless.
+    distance = pair_distances(x.size(1)).clamp(-far, 0 if is_decoder else far)
+    expected = direct_attention(module, x, mask, key_term=table[:, distance + far])
+    weights = torch.linspace(-1, 1, expected.numel()).view_as(expected)
+    (expected_table_grad,) = torch.autograd.grad((expected * weights).sum(), table)
+    out, attn = module(x, x, x, mask=mask)
+    (table_grad,) = torch.autograd.grad((out * weights).sum(), table)
+    torch.testing.assert_close(out, expected, **TOLERANCE)
+    torch.testing.assert_close(table_grad, expected_table_grad, **TOLERANCE)
+    assert (attn is None) == fused
+
+
+def test_music_single_position():
+    """One target position: a single distance (0) in the causal form."""
+    module = randomized(MusicRelativeAttention(HEADS, DIM, FAR, dropout=0.0))
+    x, mask = inputs([1]), decoder_mask([1])
+    table = module.relative_key_embeddings
+    expected = direct_attention(module, x, mask, key_term=table[:, FAR : FAR + 1, None])
+    out, _ = module(x, x, x, mask=mask)
+    torch.testing.assert_close(out, expected, **TOLERANCE)
+    grads = [torch.autograd.grad(y.sum(), table)[0] for y in (out, expected)]
+    torch.testing.assert_close(grads[0], grads[1], **TOLERANCE)
+
+
+@pytest.mark.parametrize("query_len, key_len, causal", [(5, 5, True), (5, 5, False), (1, 7, True), (3, 7, True)])
+def test_skew_places_distance_columns(query_len, key_len, causal):
+    """Entry (i, j) of the skewed logits is the column of distance j - i, queries
+    being the last query_len of key_len positions."""
+    width = key_len if causal else key_len + query_len - 1
+    logits = torch.randn(2, query_len, width)  # column c: distance c - (key_len - 1)
+    padded = torch.cat([torch.full((2, query_len, 1), float("nan")), logits], dim=-1)
+    skewed = skew(padded, key_len)
+    assert skewed.shape == (2, query_len, key_len)
+    for i in range(query_len):
+        for j in range(key_len):
+            distance = j - (key_len - query_len + i)
+            if causal and distance > 0:
+                continue  # the future: masked by the decoder
+            assert torch.equal(skewed[:, i, j], logits[:, i, distance + key_len - 1])
+
+
+@pytest.mark.parametrize("query_len, key_len, lo, hi", [
+    (40, 40, -16, 16), (7, 7, -16, 16), (1, 50, -16, 16), (3, 50, -16, 0), (30, 30, -29, 29), (1, 1, 0, 0),
+])
+def test_distance_sums_match_scatter(query_len, key_len, lo, hi):
+    """Per-distance sums (Shaw's value term, and the adjoint of the key term)
+    equal a plain scatter-add over every pair."""
+    pairs = torch.rand(2, 3, query_len, key_len, dtype=torch.float64)
+    distance = (torch.arange(key_len)[None, :] - torch.arange(key_len - query_len, key_len)[:, None]).clamp(lo, hi)
+    expected = pairs.new_zeros(2, 3, query_len, hi - lo + 1).scatter_add_(-1, (distance - lo).expand_as(pairs), pairs)
+    torch.testing.assert_close(distance_sums(pairs, lo, hi), expected)
+
+
+@pytest.mark.parametrize("name", ["shaw", "shaw-separate", "music-fused", "music-plain"])
+def test_mixed_precision(name):
+    """Under autocast (bfloat16 on CPU, as float16 on a GPU) the tables stay
+    float32, get float32 gradients, and the result follows float32's."""
+    module = randomized(DECODERS[name]())
+    x, mask = inputs(), decoder_mask(LENGTHS)
+    expected = module(x, x, x, mask=mask)[0]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = module(x, x, x, mask=mask)[0]
+    assert out.dtype == torch.bfloat16
+    out.float().sum().backward()
+    for name, parameter in module.named_parameters():
+        assert parameter.grad.dtype == torch.float32 and parameter.grad.isfinite().all(), name
+    torch.testing.assert_close(out.float(), expected, atol=0.1, rtol=0.05)
+
+
+DECODERS = {
+    "fused": lambda: SelfAttention(HEADS, DIM, dropout=0.0, fused=True),
+    "plain": lambda: SelfAttention(HEADS, DIM, dropout=0.0, fused=False),
+    "shaw": lambda: ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0),
+    "shaw-separate": lambda: ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0, separate_values=True),
+    "music-fused": lambda: MusicRelativeAttention(HEADS, DIM, FAR, dropout=0.0, fused=True),
+    "music-plain": lambda: MusicRelativeAttention(HEADS, DIM, FAR, dropout=0.0, fused=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DECODERS))
+def test_incremental_decoding_matches_full_forward(name):
+    """Step by step with the layer cache (as onmt_translate decodes) equals one
+    causal forward pass, also beyond the clipping distance."""
+    module = randomized(DECODERS[name]()).eval()
+    length = FAR + 8
+    x = inputs([length, length])
+    full, _ = module(x, x, x, mask=decoder_mask([length, length]))
+    module.layer_cache = (True, {"keys": torch.tensor([]), "values": torch.tensor([])})
+    steps = [module(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], step=t)[0] for t in range(length)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOLERANCE)
+    assert module.layer_cache[1]["keys"].shape == (2, HEADS, length, DIM // HEADS)
+
+
+def model_options(*args):
+    opt, _ = _get_parser().parse_known_args(
+        ["-data", "{}", "-src_vocab", "unused", "-encoder_type", "transformer", "-decoder_type", "transformer",
+         "-layers", "2", "-heads", str(HEADS), "-hidden_size", str(DIM), "-word_vec_size", str(DIM),
+         "-transformer_ff", "64", "-dropout", "0", "-attention_dropout", "0", *args]
+    )
+    ArgumentParser.update_model_opts(opt)
+    ArgumentParser.validate_model_opts(opt)
+    return opt
+
+
+@pytest.fixture(scope="module")
+def vocabs():
+    specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
+    vocab = pyonmttok.build_vocab_from_tokens([f"w{i}" for i in range(40)], special_tokens=specials)
+    return {"src": vocab, "tgt": vocab, "data_task": "seq2seq", "decoder_start_token": DefaultTokens.BOS}
+
+
+def self_attentions(model):
+    return [layer.self_attn for layer in list(model.encoder.transformer) + list(model.decoder.transformer_layers)]
+
+
+def stock_model(opt, vocabs):
+    """The model OpenNMT-py alone builds from these options."""
+    return model_builder.build_task_specific_model.__wrapped__(opt, vocabs)
+
+
+def test_built_model_keeps_openmt_parameters_and_outputs(vocabs):
+    """onmt's model builder now makes our Shaw attention, with OpenNMT-py's parameter
+    names, shapes and order; loaded with the stock model's weights it computes
+    the stock model's output."""
+    opt = model_options("-max_relative_positions", str(FAR))
+    ours = model_builder.build_base_model(opt, vocabs)
+    del ours.generator
+    stock = randomized(stock_model(opt, vocabs))
+    assert all(type(a) is ShawRelativeAttention for a in self_attentions(ours))
+    assert all(type(layer.context_attn) is MultiHeadedAttention for layer in ours.decoder.transformer_layers)
+    assert [(n, p.shape) for n, p in ours.named_parameters()] == [(n, p.shape) for n, p in stock.named_parameters()]
+    # OpenNMT-py's checkpoint loader, strict: every name must match both ways
+    ours.load_state_dict({"model": dict(stock.state_dict()), "generator": {}}, strict=True)
+    lengths = torch.tensor([30, 21])
+    src = torch.randint(4, 40, (2, 30, 1), generator=torch.Generator().manual_seed(0))
+    tgt = torch.randint(4, 40, (2, 25, 1), generator=torch.Generator().manual_seed(1))
+    stock.eval(), ours.eval()
+    expected, _ = stock(src, tgt, lengths)
+    actual, _ = ours(src, tgt, lengths)
+    torch.testing.assert_close(actual, expected, **TOLERANCE)
+
+
+def test_same_seed_initializes_like_openmt(vocabs, monkeypatch):
+    """Swapping attention draws no random numbers: a seeded build initializes every
+    parameter as OpenNMT-py alone does, so training runs are comparable."""
+    opt = model_options("-max_relative_positions", str(FAR), "-param_init", "0.1")
+    train_opt = types.SimpleNamespace(world_size=1, parallel_mode="data_parallel", gpu_ranks=[], gpu=-1)
+
+    def build():
+        torch.manual_seed(7)
+        return model_builder.build_model(opt, train_opt, vocabs, None, 0)
+
+    ours = build()
+    monkeypatch.setattr(model_builder, "build_task_specific_model", model_builder.build_task_specific_model.__wrapped__)
+    stock = build()
+    assert type(self_attentions(stock)[0]) is MultiHeadedAttention
+    for (name, expected), (_, actual) in zip(stock.named_parameters(), ours.named_parameters()):
+        assert torch.equal(actual, expected), name
+
+
+@pytest.mark.parametrize(
+    "args, kind, names",
+    [
+        ([], SelfAttention, []),
+        (["-max_relative_positions", "8", "-relative_values", "separate"], ShawRelativeAttention,
+         ["relative_keys_embeddings.weight", "relative_values_embeddings.weight"]),
+        (["-max_relative_positions", "8", "-relative_attention", "music"], MusicRelativeAttention,
+         ["relative_key_embeddings"]),
+    ],
+)
+def test_builder_installs_the_chosen_attention(vocabs, args, kind, names):
+    model = model_builder.build_base_model(model_options(*args), vocabs)
+    for attention in self_attentions(model):
+        assert type(attention) is kind
+        own = [n for n, _ in attention.named_parameters() if not n.startswith(("linear_", "final_linear"))]
+        assert own == names
+        assert attention.fused == (kind is not ShawRelativeAttention)  # Shaw's value term needs the weights
+
+
+def test_plain_path_follows_self_attn_type(vocabs):
+    model = model_builder.build_base_model(model_options("-self_attn_type", "scaled-dot"), vocabs)
+    assert not any(attention.fused for attention in self_attentions(model))
+
+
+def test_unsupported_configuration_keeps_stock_or_fails_clearly(vocabs):
+    shaw = model_builder.build_base_model(model_options("-max_relative_positions", "8", "-num_kv", "2"), vocabs)
+    assert all(type(a) is MultiHeadedAttention for a in self_attentions(shaw))  # correct, only slower
+    with pytest.raises(ValueError, match="num_kv"):
+        model_builder.build_base_model(
+            model_options("-max_relative_positions", "8", "-relative_attention", "music", "-num_kv", "2"), vocabs
+        )
+
+
+def options(**values):
+    defaults = dict(max_relative_positions=0, relative_attention=None, relative_values=None,
+                    full_context_alignment=False)
+    return types.SimpleNamespace(**{**defaults, **values})
+
+
+def test_option_defaults():
+    assert resolve_attention_options(options(max_relative_positions=16)).relative_attention == "shaw"
+    assert resolve_attention_options(options(max_relative_positions=16)).relative_values == "shared"
+    music = resolve_attention_options(options(max_relative_positions=16, relative_attention="music"))
+    assert music.relative_values is None
+    assert resolve_attention_options(options()).relative_attention is None
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (dict(relative_attention="music"), "relative_attention is set but max_relative_positions"),
+        (dict(relative_values="separate"), "relative_values is set but max_relative_positions"),
+        (dict(max_relative_positions=16, relative_attention="music", relative_values="shared"),
+         "relative_values applies to relative_attention shaw only"),
+        (dict(max_relative_positions=16, relative_attention="music", full_context_alignment=True),
+         "full_context_alignment"),
+    ],
+)
+def test_option_errors(values, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_attention_options(options(**values))
+
+
+@pytest.mark.parametrize("recipe, values", [
+    ("music.yaml", dict(relative_attention="music", max_relative_positions=16, position_encoding=False)),
+    ("rpe_separate.yaml", dict(relative_values="separate", max_relative_positions=16, position_encoding=False)),
+])
+def test_recipes(recipe, values):
+    opt, _ = _get_parser().parse_known_args(["-config", str(REPO / "recipes" / recipe)])
+    for key, value in values.items():
+        assert getattr(opt, key) == value
+    assert opt.save_model == f"runs/{recipe[:-5]}/model"
+
+
+# --- the stock commands ----------------------------------------------------------
+
+STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("relative")
+    config = write_yaml(workdir / "vocab.yaml", tiny_transformer(workdir))
+    run([command("onmt_build_vocab"), "-config", config, "-n_sample", "-1"])
+    head(TOY_ENDE / "src-test.txt", workdir / "test.src", 20)
+    return workdir
+
+
+def train(workdir, name, env=None, **overrides):
+    config = tiny_transformer(workdir, train_steps=STEPS, report_every=5, position_encoding=False,
+                              max_relative_positions=FAR, save_model=str(workdir / name), **overrides)
+    result = run([command("onmt_train"), "-config", write_yaml(workdir / f"{name}.yaml", config)], env=env)
+    return workdir / f"{name}_step_{STEPS}.pt", result.stdout + result.stderr
+
+
+def translate(workdir, model):
+    output = workdir / f"{model.stem}.hyp"
+    run([command("onmt_translate"), "-model", model, "-src", workdir / "test.src", "-output", output,
+         "-beam_size", "2", "-max_length", "30"])
+    lines = output.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 20 and any(lines)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def stock_shaw(workdir):
+    """OpenNMT-py's own Shaw RPE training, the extension switched off."""
+    return train(workdir, "stock", env={"ONMT_POSENC": "off"})
+
+
+@pytest.fixture(scope="module")
+def our_shaw(workdir):
+    return train(workdir, "shaw")
+
+
+def logged_losses(log):
+    return [float(x) for x in re.findall(r"xent: ([0-9.]+)", log)]
+
+
+def test_train_and_translate_shaw(workdir, our_shaw):
+    checkpoint, log = our_shaw
+    assert "ShawRelativeAttention" in log
+    model = torch.load(checkpoint)["model"]
+    assert "encoder.transformer.0.self_attn.relative_positions_embeddings.weight" in model
+    translate(workdir, checkpoint)
+
+
+def test_openmt_shaw_checkpoint_translates_with_extension(workdir, stock_shaw):
+    """A checkpoint trained by OpenNMT-py alone loads into our attention as is."""
+    checkpoint, log = stock_shaw
+    assert "ShawRelativeAttention" not in log
+    translate(workdir, checkpoint)
+
+
+def test_training_with_our_shaw_reproduces_openmt(stock_shaw, our_shaw):
+    """Same seed and data: our attention (which draws the same dropout masks)
+    follows OpenNMT-py's training to the logged precision."""
+    expected, actual = logged_losses(stock_shaw[1]), logged_losses(our_shaw[1])
+    assert len(expected) == STEPS // 5
+    assert actual == expected
+
+
+def test_train_and_translate_music(workdir):
+    checkpoint, log = train(workdir, "music", relative_attention="music")
+    assert "MusicRelativeAttention" in log
+    model = torch.load(checkpoint)["model"]
+    assert model["decoder.transformer_layers.0.self_attn.relative_key_embeddings"].shape == (HEADS, FAR + 1, 16)
+    assert model["encoder.transformer.0.self_attn.relative_key_embeddings"].shape == (HEADS, 2 * FAR + 1, 16)
+    assert torch.load(checkpoint)["opt"].relative_attention == "music"
+    translate(workdir, checkpoint)
+
+
+# --- the benchmark script --------------------------------------------------------
+
+def test_benchmark_runs_and_prints_ratio_tables(tmp_path):
+    result = run([sys.executable, REPO / "tools" / "benchmark_attention.py", "--parts", "layer", "model",
+                  "--lengths", "8", "24", "--tokens", "48", "--d-model", "32", "--heads", "4", "--model-dim", "32",
+                  "--model-layers", "1", "--model-heads", "4", "--vocab", "50", "--repeats", "1", "--threads", "1"])
+    tables = result.stdout
+    for title in ("Layer, fastest path: ms", "Layer, plain path: peak MiB", "Model, plain path: ms"):
+        assert title in tables
+    ape_rows = re.findall(r"\| APE / SHAPE / none \| (.*) \|", tables)
+    assert ape_rows and all(cell.endswith("(x1.00)") for row in ape_rows for cell in row.split(" | "))
+    assert re.search(r"\| our Shaw \| [0-9.]+ \(x[0-9.]+\)", tables)
+
+
+def test_benchmark_joins_ten_pairs_like_interpolate():
+    spec = importlib.util.spec_from_file_location("benchmark_attention", REPO / "tools" / "benchmark_attention.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    src = (TOY_ENDE / "src-train.txt").read_text(encoding="utf-8").split("\n")[:20]
+    tgt = (TOY_ENDE / "tgt-train.txt").read_text(encoding="utf-8").split("\n")[:20]
+    joined = benchmark.join_pairs(src, tgt)
+    assert len(joined) == 2
+    for (joined_src, joined_tgt), start in zip(joined, (0, 10)):
+        for line, sentences in ((joined_src, src), (joined_tgt, tgt)):
+            assert "  " not in line  # line 5 of the source is empty: still no empty token
+            parts = " ".join(line.split(" ")).replace("<sep>", "\n").split("\n")
+            assert [part.split() for part in parts] == [s.split() for s in sentences[start : start + 10]]

@@ -1,0 +1,173 @@
+"""The experiment runner: grid expansion, the main command end to end (scaled down),
+resuming, a failing run kept apart, and shards merged into one report."""
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, command, run, write_yaml
+
+from onmt_posenc import experiment as experiments
+
+DEMO = REPO / "recipes" / "experiments" / "demo.yaml"
+# The demo, scaled down: a few updates on a small synthetic corpus, short outputs.
+SCALED_DOWN = [
+    "settings.train_steps=16", "settings.save_checkpoint_steps=8", "settings.valid_steps=16",
+    "settings.report_every=4", "settings.warmup_steps=8",
+    "data.synthetic.synthetic.train_examples=600", "data.synthetic.synthetic.eval_examples=12",
+    "evaluation.translate.max_length=30", "analyses.speed.batches=2", "analyses.speed.rounds=1",
+]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def overrides(pairs):
+    return [arg for pair in pairs for arg in ("--set", pair)]
+
+
+def experiment_file(tmp_path, **changes):
+    """A tiny experiment file (no training needed to load it)."""
+    mapping = {
+        "recipe": str(REPO / "recipes" / "base.yaml"),
+        "settings": {"train_steps": 10, "hidden_size": 64},
+        "methods": {"ape": {}, "shape": {"shape_max_shift": 100},
+                    "rpe": {"position_encoding": False, "max_relative_positions": 16}},
+        "data": {"small": {"synthetic": {"train_examples": 50}},
+                 "long": {"synthetic": {"seed": 2}, "settings": {"hidden_size": 128}}},
+        "grid": {"method": ["ape", "shape", "rpe"], "K": [10, 40], "seed": [1, 2]},
+    }
+    mapping.update(changes)
+    return write_yaml(tmp_path / "experiment.yaml", mapping)
+
+
+def test_grid_expansion(tmp_path):
+    loaded = experiments.load(experiment_file(tmp_path))
+    ids = [r.id for r in loaded.runs]
+    # K applies to SHAPE only: per data setting ape x 2 seeds + shape x 2 K x 2 seeds + rpe x 2 seeds
+    assert len(ids) == len(set(ids)) == 2 * (2 + 4 + 2)
+    assert "small/shape-K40/seed2" in ids and "long/ape/seed1" in ids
+    by_id = {r.id: r for r in loaded.runs}
+    assert by_id["small/shape-K10/seed1"].config["shape_max_shift"] == 10
+    assert "shape_max_shift" not in by_id["small/ape/seed1"].config
+    assert by_id["small/rpe/seed2"].config["max_relative_positions"] == 16
+    assert by_id["small/rpe/seed2"].config["seed"] == 2
+    # recipe < settings < data settings < method
+    assert by_id["small/ape/seed1"].config["hidden_size"] == 64
+    assert by_id["long/ape/seed1"].config["hidden_size"] == 128
+    assert by_id["long/ape/seed1"].config["heads"] == 8  # from the recipe
+    assert loaded.output == Path("runs/experiment")
+
+
+def test_overrides_and_clear_errors(tmp_path):
+    path = experiment_file(tmp_path)
+    loaded = experiments.load(path, ["settings.train_steps=3", "grid.K=[5]"])
+    assert {r.config["train_steps"] for r in loaded.runs} == {3}
+    assert {r.shift for r in loaded.runs if r.method == "shape"} == {5}
+    for change, message in [
+        ({"grid": {"method": ["ape", "spe"]}}, "grid.method names 'spe'"),
+        ({"settings": {"save_model": "x"}}, "runner sets"),
+        ({"grid": {"methd": ["ape"]}}, "unknown axes"),
+        ({"analyses": {"swaped": {}}}, "unknown analysis 'swaped'"),
+        ({"baseline": "none"}, "baseline 'none'"),
+    ]:
+        with pytest.raises(experiments.ExperimentError, match=message) as error:
+            experiments.load(experiment_file(tmp_path, **change))
+        assert str(path) in str(error.value)
+
+
+def test_shards_split_the_runs_without_overlap(tmp_path):
+    runs = experiments.load(experiment_file(tmp_path)).runs
+    parts = [experiments.shard(runs, i, 3) for i in (1, 2, 3)]
+    assert sorted(r.id for part in parts for r in part) == sorted(r.id for r in runs)
+    assert experiments.parse_shard("2/3") == (2, 3)
+    for bad in ("0/3", "4/3", "x"):
+        with pytest.raises(experiments.ExperimentError):
+            experiments.parse_shard(bad)
+
+
+@pytest.mark.parametrize("name", ["demo.yaml", "toy_ende.yaml"])
+def test_shipped_experiments_name_known_options_and_existing_files(name):
+    from onmt_posenc.strict_config import known_option_names
+
+    loaded = experiments.load(REPO / "recipes" / "experiments" / name)
+    for run in loaded.runs:
+        assert set(run.config) <= known_option_names(), run.id
+    assert set(loaded.translate) <= known_option_names()
+    for setting in loaded.data.values():
+        for pair in [setting.train, setting.valid, *setting.eval_sets.values()]:
+            if pair is not None:  # synthetic data has no files before it is generated
+                assert pair.src.is_file() and pair.tgt.is_file()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """`onmt-posenc run recipes/experiments/demo.yaml`, scaled down, run once for the module."""
+    output = tmp_path_factory.mktemp("demo") / "out"
+    result = run([command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN)],
+                 cwd=REPO)
+    return output, result
+
+
+def test_demo_end_to_end(demo):
+    output, result = demo
+    assert "[1/3 synthetic/ape/seed1] train step 16/16" in result.stderr  # progress
+    assert "ETA" in result.stderr
+    report = (output / "report.md").read_text(encoding="utf-8")
+    for heading in ("## BLEU and relative training speed", "## BLEU by source length", "## Swapped evaluation",
+                    "## Shift invariance of the encoder", "## Token-level NLL", "## Position ablation",
+                    "## Speed", "## Runs"):
+        assert heading in report
+    assert "| synthetic | rpe | 1 |" in report
+    for image in report.split("](")[1:]:
+        png = output / image.split(")")[0]
+        assert png.read_bytes()[:8] == PNG_MAGIC
+    rows = list(csv.DictReader(open(output / "results.csv", encoding="utf-8")))
+    assert [r["method"] for r in rows] == ["ape", "shape", "rpe"]
+    assert all(r["status"] == "finished" for r in rows)
+    assert all(0 <= float(r[f"bleu_{s}"]) <= 100 for r in rows for s in ("valid", "test", "concat"))
+    assert [float(r["speed"]) for r in rows][0] == 1.0
+    results = json.loads((output / "results.json").read_text())
+    rpe = next(r for r in results["runs"] if r["method"] == "rpe")
+    ablation = json.loads((output / rpe["id"] / "analyses" / "position_ablation.json").read_text())
+    assert ablation["removed_from"] == [] and ablation["encoder_cosine"] == pytest.approx(1.0)
+    shape = yaml.safe_load((output / "synthetic/shape/seed1/config.yaml").read_text())
+    assert shape["shape_max_shift"] == 60 and shape["train_steps"] == 16
+
+
+def test_rerun_skips_finished_runs_and_redoes_an_interrupted_one(demo):
+    output, _ = demo
+    interrupted = output / "synthetic" / "shape" / "seed1"
+    (interrupted / "result.json").unlink()  # as if stopped before its end; checkpoints remain
+    before = (output / "synthetic" / "ape" / "seed1" / "result.json").stat().st_mtime
+    result = run([command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN)], cwd=REPO)
+    assert result.stderr.count("finished before; skipped") == 2
+    assert "[2/3 synthetic/shape/seed1] train step 16/16" in result.stderr
+    assert (interrupted / "result.json").is_file()
+    assert (output / "synthetic" / "ape" / "seed1" / "result.json").stat().st_mtime == before
+
+
+def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
+    """Shard 1/2 holds the demo's finished APE run, shard 2/2 a run whose training fails."""
+    output, _ = demo
+    mapping = yaml.safe_load(DEMO.read_text())
+    mapping["recipe"] = str(DEMO.parent / mapping["recipe"])
+    mapping["methods"]["broken"] = {"max_relative_positions": 16}  # with APE on: onmt_train refuses it
+    mapping["grid"]["method"] = ["ape", "broken"]
+    path = write_yaml(tmp_path / "demo_broken.yaml", mapping)
+    args = [command("onmt-posenc"), "run", path, "--output", output, *overrides(SCALED_DOWN)]
+    first = run([*args, "--shard", "1/2"], cwd=REPO)
+    assert "finished before; skipped" in first.stderr
+    second = run([*args, "--shard", "2/2"], cwd=REPO, expect_ok=False)
+    assert second.returncode == 1
+    log = output / "synthetic" / "broken" / "seed1" / "logs" / "train.log"
+    assert f"FAILED synthetic/broken/seed1: onmt_train exited with status 1; see {log}" in second.stderr
+    assert "Cannot use absolute and relative position encoding" in log.read_text()
+    shard_results = json.loads((output / "shard-2-of-2.json").read_text())
+    assert shard_results[0]["status"] == "failed" and shard_results[0]["log"] == str(log)
+
+    merged = run([command("onmt-posenc"), "report", path, "--output", output, *overrides(SCALED_DOWN)], cwd=REPO)
+    assert "report:" in merged.stderr
+    report = (output / "report.md").read_text(encoding="utf-8")
+    assert "1 of 2 runs finished, 1 failed" in report
+    assert f"| synthetic/broken/seed1 | failed |" in report and str(log) in report
+    assert "| synthetic | ape | 1 |" in report

@@ -1,0 +1,429 @@
+"""Speed and memory of position methods in OpenNMT-py self-attention.
+
+Three measurements, every ratio against APE measured in the same run:
+
+1. layer: one self-attention layer (an encoder's: bidirectional, with its padding
+   mask), forward + backward, at each length with equal tokens per batch;
+2. model: a small encoder-decoder built by OpenNMT-py's model builder, forward +
+   backward through the loss, source and target of the same length;
+3. train: end-to-end `onmt_train` tokens per second on INTERPOLATE-length data
+   (10 consecutive toy-ende pairs joined with <sep>, about 235 tokens per side).
+
+Each method runs on its fastest path (fused attention, SDPA, where its maths
+allows; the value term of Shaw needs the attention weights, so Shaw is always
+plain) and, to compare position methods rather than kernels, all on the same
+plain matmul-softmax-matmul path (`self_attn_type: scaled-dot`). "speed" is
+APE's time over the method's (the paper's x0.91 means 9% slower); "memory" is
+the method's peak over APE's, the peak being the memory allocated during
+forward + backward above the parameters and inputs.
+
+    python tools/benchmark_attention.py                  # everything, CPU (GPU if there is one)
+    python tools/benchmark_attention.py --parts layer --lengths 512 --repeats 5
+"""
+import argparse
+import contextlib
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from pathlib import Path
+
+import onmt  # noqa: F401  (activates onmt_posenc)
+import pyonmttok
+import torch
+import torch.nn.functional as F
+import yaml
+from onmt import model_builder
+from onmt.bin.train import _get_parser
+from onmt.constants import DefaultTokens
+from onmt.modules.multi_headed_attn import MultiHeadedAttention
+from onmt.utils.parse import ArgumentParser
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from onmt_posenc.relative_attention import MusicRelativeAttention, SelfAttention, ShawRelativeAttention
+
+TOY_ENDE = Path(__file__).resolve().parents[2] / "shared" / "data" / "toy-ende"
+PATHS = ("fastest", "plain")
+
+
+class PeakNewMemory(TorchDispatchMode):
+    """CPU has no allocator statistics: follow every tensor storage that an operation
+    creates inside the block until it is freed, and keep the peak of their sum."""
+
+    def __enter__(self):
+        self.live = self.peak = 0
+        self._refs = {}
+        return super().__enter__()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for tensor in tree_leaves(out):
+            if isinstance(tensor, torch.Tensor):
+                storage = tensor.untyped_storage()
+                if storage.nbytes() and storage.data_ptr() not in inputs and id(storage) not in self._refs:
+                    self._add(storage)
+        return out
+
+    def _add(self, storage):
+        size, key = storage.nbytes(), id(storage)
+
+        def freed(_):
+            self.live -= size
+            self._refs.pop(key, None)
+
+        self._refs[key] = weakref.ref(storage, freed)
+        self.live += size
+        self.peak = max(self.peak, self.live)
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def peak_memory(step, device):
+    """Bytes allocated during `step()` above what existed before, at the peak."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
+    with PeakNewMemory() as tracker:
+        step()
+    return tracker.peak
+
+
+def clock(device):
+    """GPU: wall time. CPU: this process's CPU time, which other processes on a
+    shared machine do not inflate (with one thread it is the wall time of an
+    idle machine)."""
+    return time.perf_counter if device.type == "cuda" else time.process_time
+
+
+def measure(steps, repeats, device):
+    """Best-of-`repeats` seconds and peak bytes of each named step; the steps take
+    turns, so that changing load on a shared machine spreads over all of them."""
+    for step in steps.values():
+        step()  # warm-up
+    now = clock(device)
+    seconds = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            synchronize(device)
+            start = now()
+            step()
+            synchronize(device)
+            seconds[name].append(now() - start)
+    return {name: (min(seconds[name]), peak_memory(step, device)) for name, step in steps.items()}
+
+
+# --- 1. one self-attention layer ----------------------------------------------------
+
+def layer_methods(args, longest):
+    dim, heads, far, dropout = args.d_model, args.heads, args.far, args.attention_dropout
+    common = dict(dropout=dropout, is_decoder=False)
+    return {
+        "APE / SHAPE / none": lambda fused: SelfAttention(heads, dim, fused=fused, **common),
+        "built-in Shaw": lambda fused: MultiHeadedAttention(
+            heads, dim, max_relative_positions=far, attn_type="self", **common
+        ),
+        "our Shaw": lambda fused: ShawRelativeAttention(heads, dim, far, **common),
+        "our Shaw, separate tables": lambda fused: ShawRelativeAttention(
+            heads, dim, far, separate_values=True, **common
+        ),
+        f"Music, K={far}": lambda fused: MusicRelativeAttention(heads, dim, far, fused=fused, **common),
+        f"Music, K={longest}": lambda fused: MusicRelativeAttention(heads, dim, longest, fused=fused, **common),
+    }
+
+
+def layer_step(module, batch, length, dim, device):
+    x = torch.randn(batch, length, dim, device=device, requires_grad=True)
+    mask = torch.zeros(batch, 1, length, length, dtype=torch.bool, device=device)  # equal lengths
+
+    def step():
+        module.zero_grad(set_to_none=True)
+        x.grad = None
+        out, _ = module(x, x, x, mask=mask)
+        out.sum().backward()
+
+    return step
+
+
+def benchmark_layer(args, device):
+    methods = layer_methods(args, max(args.lengths))
+    results = {path: {} for path in PATHS}
+    for length in args.lengths:
+        batch = max(1, args.tokens // length)
+        for path in PATHS:
+            steps = {}
+            for name, make in methods.items():
+                torch.manual_seed(0)
+                module = make(path == "fastest").to(device).train()
+                for parameter in module.parameters():
+                    torch.nn.init.normal_(parameter, std=0.05)
+                steps[name] = layer_step(module, batch, length, args.d_model, device)
+            for name, value in measure(steps, args.repeats, device).items():
+                results[path].setdefault(name, {})[length] = value
+        print(f"  layer L={length} done", file=sys.stderr, flush=True)
+    return results
+
+
+# --- 2. a small full model -----------------------------------------------------------
+
+def model_methods(far):
+    return {
+        "none": ([], False),
+        "APE": (["-position_encoding"], False),
+        "SHAPE K=500": (["-position_encoding", "-shape_max_shift", "500"], False),
+        "built-in Shaw": (["-max_relative_positions", str(far)], True),
+        "our Shaw": (["-max_relative_positions", str(far)], False),
+        "Music": (["-max_relative_positions", str(far), "-relative_attention", "music"], False),
+    }
+
+
+@contextlib.contextmanager
+def openmt_attention_only():
+    """Build with OpenNMT-py's own self-attention (the builder without our swap)."""
+    ours = model_builder.build_task_specific_model
+    model_builder.build_task_specific_model = ours.__wrapped__
+    try:
+        yield
+    finally:
+        model_builder.build_task_specific_model = ours
+
+
+def model_options(args, extra, path):
+    opt, _ = _get_parser().parse_known_args(
+        ["-data", "{}", "-src_vocab", "unused", "-encoder_type", "transformer", "-decoder_type", "transformer",
+         "-layers", str(args.model_layers), "-heads", str(args.model_heads), "-hidden_size", str(args.model_dim),
+         "-word_vec_size", str(args.model_dim), "-transformer_ff", str(4 * args.model_dim),
+         "-dropout", "0.1", "-attention_dropout", str(args.attention_dropout),
+         "-self_attn_type", "scaled-dot-flash" if path == "fastest" else "scaled-dot", *extra]
+    )
+    ArgumentParser.update_model_opts(opt)
+    ArgumentParser.validate_model_opts(opt)
+    return opt
+
+
+def model_step(model, batch, length, vocab_size, device):
+    src = torch.randint(4, vocab_size, (batch, length, 1), device=device)
+    tgt = torch.randint(4, vocab_size, (batch, length + 1, 1), device=device)
+    src_len = torch.full((batch,), length, device=device)
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        out, _ = model(src, tgt, src_len)
+        logits = model.generator(out)
+        F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:, 0].flatten()).backward()
+
+    return step
+
+
+def benchmark_model(args, device):
+    specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
+    vocab = pyonmttok.build_vocab_from_tokens([f"w{i}" for i in range(args.vocab)], special_tokens=specials)
+    vocabs = {"src": vocab, "tgt": vocab, "data_task": "seq2seq", "decoder_start_token": DefaultTokens.BOS}
+    results = {path: {} for path in PATHS}
+    for length in args.lengths:
+        batch = max(1, args.tokens // length)
+        for path in PATHS:
+            steps = {}
+            for name, (extra, stock) in model_methods(args.far).items():
+                torch.manual_seed(0)
+                with openmt_attention_only() if stock else contextlib.nullcontext():
+                    model = model_builder.build_base_model(model_options(args, extra, path), vocabs)
+                for parameter in model.parameters():
+                    torch.nn.init.uniform_(parameter, -0.1, 0.1)
+                steps[name] = model_step(model.to(device).train(), batch, length, len(vocab), device)
+            for name, value in measure(steps, args.repeats, device).items():
+                results[path].setdefault(name, {})[length] = value
+        print(f"  model L={length} done", file=sys.stderr, flush=True)
+    return results
+
+
+# --- 3. onmt_train on INTERPOLATE-length data ------------------------------------------
+
+def join_sentences(sentences):
+    """One line of whitespace tokens, <sep> between the sentences (also empty ones)."""
+    tokens = []
+    for sentence in sentences:
+        tokens += (["<sep>"] if tokens else []) + sentence.split()
+    return " ".join(tokens)
+
+
+def join_pairs(src_lines, tgt_lines, group=10):
+    """INTERPOLATE: groups of `group` consecutive pairs, joined with <sep>."""
+    starts = range(0, len(src_lines) - group + 1, group)
+    return [tuple(join_sentences(side[start : start + group]) for side in (src_lines, tgt_lines)) for start in starts]
+
+
+def train_methods(far):
+    shaw = {"max_relative_positions": far}
+    return {
+        "APE, OpenNMT-py alone": ({"position_encoding": True}, True),
+        "APE": ({"position_encoding": True}, False),
+        "SHAPE K=500": ({"position_encoding": True, "shape_max_shift": 500}, False),
+        "built-in Shaw, OpenNMT-py alone": (shaw, True),
+        "our Shaw": (shaw, False),
+        "Music": ({**shaw, "relative_attention": "music"}, False),
+    }
+
+
+def onmt_train(config, env):
+    """Run onmt_train; returns its log and the CPU seconds it used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    command = [str(Path(sys.executable).parent / "onmt_train"), "-config", str(config)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise RuntimeError(f"onmt_train -config {config} failed:\n{done.stderr[-3000:]}")
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return done.stdout + done.stderr, cpu
+
+
+def reported(log, pattern):
+    """(source + target) figures of each onmt_train report, the first (warm-up) left out."""
+    values = [int(src) + int(tgt) for src, tgt in re.findall(pattern, log)]
+    if len(values) < 2:
+        raise RuntimeError(f"onmt_train reported {len(values)} times; raise --train-steps\n{log[-3000:]}")
+    return values[1:]
+
+
+def throughput(config, settings, env, args, device):
+    """Tokens per second of training after the first report. GPU: onmt_train's own
+    (wall-clock) figures. CPU: tokens over CPU seconds, the CPU seconds of start-up
+    and of the first report's steps removed by a second, shorter run."""
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    log, cpu = onmt_train(config, env)
+    if device.type == "cuda":
+        return statistics.mean(reported(log, r"(\d+)/\s*(\d+) tok/s"))
+    tokens = sum(reported(log, r"bsz:\s*(\d+)/\s*(\d+)/")) * args.train_report
+    config.write_text(yaml.safe_dump({**settings, "train_steps": args.train_report}), encoding="utf-8")
+    _, start_cpu = onmt_train(config, env)
+    return tokens / (cpu - start_cpu)
+
+
+def benchmark_train(args, device):
+    def lines(name):
+        return (TOY_ENDE / name).read_text(encoding="utf-8").split("\n")[: args.train_pairs]
+
+    joined = join_pairs(lines("src-train.txt"), lines("tgt-train.txt"))
+    mean_length = statistics.mean(len(src.split()) for src, _ in joined)
+    env = {**os.environ}
+    if device.type == "cpu" and args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for side, index in (("src", 0), ("tgt", 1)):
+            (tmp / f"train.{side}").write_text("".join(pair[index] + "\n" for pair in joined), encoding="utf-8")
+        base = {
+            "data": {"interpolate": {"path_src": str(tmp / "train.src"), "path_tgt": str(tmp / "train.tgt")}},
+            "save_data": str(tmp / "samples"), "src_vocab": str(tmp / "vocab.src"),
+            "tgt_vocab": str(tmp / "vocab.tgt"), "overwrite": True,
+            "encoder_type": "transformer", "decoder_type": "transformer",
+            "layers": args.model_layers, "heads": args.model_heads, "hidden_size": args.model_dim,
+            "word_vec_size": args.model_dim, "transformer_ff": 4 * args.model_dim,
+            "dropout": [0.1], "attention_dropout": [args.attention_dropout],
+            "batch_type": "tokens", "batch_size": args.train_batch, "bucket_size": 512, "num_workers": 0,
+            "optim": "adam", "learning_rate": 0.0005, "train_steps": args.train_steps,
+            "report_every": args.train_report, "valid_steps": 10**6,
+            "save_checkpoint_steps": 10**6, "save_model": str(tmp / "model"), "seed": 1,
+        }
+        if device.type == "cuda":
+            base.update(world_size=1, gpu_ranks=[0], model_dtype="fp16")
+        vocab_config = tmp / "vocab.yaml"
+        vocab_config.write_text(yaml.safe_dump(base), encoding="utf-8")
+        build_vocab = [Path(sys.executable).parent / "onmt_build_vocab", "-config", vocab_config, "-n_sample", "-1"]
+        subprocess.run([str(a) for a in build_vocab], check=True, capture_output=True, env=env)
+        for name, (settings, stock) in train_methods(args.far).items():
+            method_env = {**env, "ONMT_POSENC": "off"} if stock else env
+            results[name] = throughput(tmp / "train.yaml", {**base, **settings}, method_env, args, device)
+            print(f"  onmt_train {name} done", file=sys.stderr, flush=True)
+    return results, len(joined), mean_length
+
+
+# --- tables --------------------------------------------------------------------------------
+
+def print_layer_tables(title, results, reference, lengths):
+    for path in PATHS:
+        rows = results[path]
+        base = rows[reference]
+        print(f"\n### {title}, {path} path: ms (speed vs APE)\n")
+        print("| method | " + " | ".join(f"L={n}" for n in lengths) + " |")
+        print("|---|" + "---|" * len(lengths))
+        for name, cells in rows.items():
+            print(f"| {name} | " + " | ".join(
+                f"{cells[n][0] * 1e3:.1f} (x{base[n][0] / cells[n][0]:.2f})" for n in lengths) + " |")
+        print(f"\n### {title}, {path} path: peak MiB (memory vs APE)\n")
+        print("| method | " + " | ".join(f"L={n}" for n in lengths) + " |")
+        print("|---|" + "---|" * len(lengths))
+        for name, cells in rows.items():
+            print(f"| {name} | " + " | ".join(
+                f"{cells[n][1] / 2**20:.1f} (x{cells[n][1] / base[n][1]:.2f})" for n in lengths) + " |")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", nargs="+", choices=("layer", "model", "train"), default=["layer", "model", "train"])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: PyTorch's)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[32, 128, 512, 1024])
+    parser.add_argument("--tokens", type=int, default=2048, help="tokens per batch (batch = tokens // L)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per method (best is kept)")
+    parser.add_argument("--d-model", type=int, default=512, help="layer part")
+    parser.add_argument("--heads", type=int, default=8, help="layer part")
+    parser.add_argument("--far", type=int, default=16, help="max_relative_positions (K)")
+    parser.add_argument("--attention-dropout", type=float, default=0.1)
+    parser.add_argument("--model-layers", type=int, default=3, help="model and train parts")
+    parser.add_argument("--model-dim", type=int, default=256, help="model and train parts")
+    parser.add_argument("--model-heads", type=int, default=4, help="model and train parts")
+    parser.add_argument("--vocab", type=int, default=8000, help="model part: vocabulary size")
+    parser.add_argument("--train-pairs", type=int, default=4000, help="toy-ende pairs joined by 10")
+    parser.add_argument("--train-steps", type=int, default=24)
+    parser.add_argument("--train-report", type=int, default=4, help="onmt_train report_every")
+    parser.add_argument("--train-batch", type=int, default=1024, help="onmt_train batch_size (tokens)")
+    args = parser.parse_args(argv)
+
+    device = torch.device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"# Position methods in OpenNMT-py attention: {where}, torch {torch.__version__}")
+    timing = "wall time" if device.type == "cuda" else "CPU time of the process"
+    print(f"\nK = {args.far}, attention dropout {args.attention_dropout}, training mode; "
+          f"{args.tokens} tokens per batch; best of {args.repeats} runs ({timing}).")
+
+    if "layer" in args.parts:
+        results = benchmark_layer(args, device)
+        print(f"\n## One self-attention layer (d={args.d_model}, {args.heads} heads), forward + backward")
+        print("\nAPE, SHAPE and no PE differ only in the embeddings: one row here.")
+        print_layer_tables("Layer", results, "APE / SHAPE / none", args.lengths)
+    if "model" in args.parts:
+        results = benchmark_model(args, device)
+        print(f"\n## Encoder-decoder model ({args.model_layers}+{args.model_layers} layers, d={args.model_dim}, "
+              f"{args.model_heads} heads, vocabulary {args.vocab}), forward + backward with the loss")
+        print_layer_tables("Model", results, "APE", args.lengths)
+    if "train" in args.parts:
+        rates, examples, mean_length = benchmark_train(args, device)
+        print(f"\n## onmt_train on INTERPOLATE-length data ({examples} examples of 10 toy-ende pairs, "
+              f"mean {mean_length:.0f} source tokens; {args.model_layers} layers, d={args.model_dim}, "
+              f"batch {args.train_batch} tokens, {args.train_steps} steps)\n")
+        per = "second" if device.type == "cuda" else "CPU second"
+        print(f"| method | tokens per {per} | vs APE | vs APE, OpenNMT-py alone |")
+        print("|---|---|---|---|")
+        for name, rate in rates.items():
+            print(f"| {name} | {rate:.0f} | x{rate / rates['APE']:.2f} | x{rate / rates['APE, OpenNMT-py alone']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
