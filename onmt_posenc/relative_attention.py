@@ -348,7 +348,7 @@ def _replacement(stock, opt):
         add_qkvbias=stock.linear_query.bias is not None,
     )
     far = stock.max_relative_positions
-    fused = opt.self_attn_type == "scaled-dot-flash"
+    fused = opt.self_attn_type != "scaled-dot"  # OpenNMT-py's name for the plain path
     # Built under a forked RNG: the model's parameter initialization (after
     # building) then draws exactly the numbers it draws for the stock model.
     with torch.random.fork_rng(devices=[]):

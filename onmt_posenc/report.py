@@ -10,7 +10,6 @@ seed; the BLEU table averages over seeds.
 """
 import csv
 import datetime
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import torch
 
 from onmt_posenc import experiment as experiments
 from onmt_posenc import runner
+from onmt_posenc.interpolate import read_lines
 from onmt_posenc.analysis import length_buckets, models, position_ablation, shift_invariance, speed, token_nll
 
 
@@ -156,8 +156,8 @@ class Report:
                 if name not in files["eval"]:
                     continue
                 eval_set = files["eval"][name]
-                hyps = {label: runner.read_lines(Path(r["dir"]) / "hyp" / f"{name}.txt") for label, r in chosen.items()}
-                result = length_buckets.bucket_bleu(runner.read_lines(eval_set.src), runner.read_lines(eval_set.ref),
+                hyps = {label: read_lines(Path(r["dir"]) / "hyp" / f"{name}.txt") for label, r in chosen.items()}
+                result = length_buckets.bucket_bleu(read_lines(eval_set.src), read_lines(eval_set.ref),
                                                     hyps, options["width"], longest, base)
                 results[f"{data}/{name}"] = result
                 path = length_buckets.plot(result, self.plots / f"length_{data}_{name}.png",
@@ -322,7 +322,7 @@ class Report:
             self.speed_table(analyses["speed"])
         self.runs_table()
         path = self.out / "report.md"
-        runner._write_atomically(path, "\n".join(self.lines) + "\n")
+        runner.write_text_atomically(path, "\n".join(self.lines) + "\n")
         return path
 
 

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import sys
 import time
@@ -40,7 +41,7 @@ FAILURE = "failure.json"
 PER_RUN_ANALYSES = ("shift_invariance", "position_ablation", "token_nll", "swapped")
 
 
-def _write_atomically(path, text):
+def write_text_atomically(path, text):
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(text, encoding="utf-8")
@@ -48,7 +49,7 @@ def _write_atomically(path, text):
 
 
 def write_json(path, value):
-    _write_atomically(path, json.dumps(value, indent=1, sort_keys=False) + "\n")
+    write_text_atomically(path, json.dumps(value, indent=1, sort_keys=False) + "\n")
 
 
 def read_json(path):
@@ -75,7 +76,7 @@ def _copy_lines(pair, directory, name):
         if pair.join:
             lines = interpolate.join_lines(lines, pair.join, interpolate.DEFAULT_SEP)
         copies[side] = directory / f"{name}.{side}"
-        _write_atomically(copies[side], "".join(line + "\n" for line in lines))
+        write_text_atomically(copies[side], "".join(line + "\n" for line in lines))
     return EvalSet(copies["src"], copies["tgt"], copies.get("ref", copies["tgt"]))
 
 
@@ -93,7 +94,7 @@ def prepare_data(setting, directory):
         wanted = json.dumps(setting.synthetic.__dict__, sort_keys=True)
         if not marker.is_file() or marker.read_text(encoding="utf-8") != wanted:
             synthetic.write_corpus(directory, setting.synthetic)
-            _write_atomically(marker, wanted)
+            write_text_atomically(marker, wanted)
         pair = {name: (directory / f"{name}.src", directory / f"{name}.tgt")
                 for name in ("train", *synthetic.EVAL_SETS)}
         return {"train": pair["train"], "valid": pair["valid"],
@@ -137,10 +138,6 @@ def checkpoints(run_dir):
     """The run's checkpoints, oldest first."""
     found = list(Path(run_dir).glob("model_step_*.pt"))
     return sorted(found, key=lambda p: int(p.stem.rsplit("_", 1)[1]))
-
-
-def read_lines(path):
-    return interpolate.read_lines(path)
 
 
 class Progress:
@@ -229,8 +226,8 @@ class RunExecutor:
 
     def execute(self, config):
         started = time.time()
-        _write_atomically(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
-        _write_atomically(self.dir / "translate.yaml", yaml.safe_dump(self.experiment.translate, sort_keys=False))
+        write_text_atomically(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+        write_text_atomically(self.dir / "translate.yaml", yaml.safe_dump(self.experiment.translate, sort_keys=False))
         self.progress.say("build vocabulary")
         self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1"], "build_vocab")
         self.progress.start_training()
@@ -249,7 +246,7 @@ class RunExecutor:
         for name, files in self.files["eval"].items():
             self.progress.say(f"translate {name}")
             hyps[name] = self.translate(files.src, self.dir / "hyp" / f"{name}.txt")
-            bleu[name], signature = corpus_bleu(read_lines(hyps[name]), read_lines(files.ref))
+            bleu[name], signature = corpus_bleu(interpolate.read_lines(hyps[name]), interpolate.read_lines(files.ref))
         self.progress.say("BLEU " + ", ".join(f"{name} {score:.2f}" for name, score in bleu.items()))
         analyses, errors = self.analyses(hyps)
         return {
@@ -331,7 +328,7 @@ def execute_run(experiment, run, files, progress):
     if (directory / RESULT).is_file():
         result = read_json(directory / RESULT)
         if result.get("config") != config:
-            return {"id": run.id, "status": "failed", "step": "resume",
+            return {"id": run.id, "status": "failed",
                     "error": f"{directory} holds a finished run with another config; remove that "
                              "folder to run it again with the new settings", "log": str(directory / RESULT)}
         progress.say("finished before; skipped")
@@ -341,9 +338,7 @@ def execute_run(experiment, run, files, progress):
     directory.mkdir(parents=True)
     try:
         result = RunExecutor(experiment, run, files, directory, progress).execute(config)
-    except KeyboardInterrupt:
-        raise
-    except Exception as error:
+    except Exception as error:  # any failure of this run; an interruption (KeyboardInterrupt) stops all
         log = getattr(error, "log_path", None)
         if log is None:
             log = directory / "logs" / "runner.log"
@@ -377,6 +372,10 @@ def run_all(experiment, runs, stream=None):
     return records
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def add_arguments(parser):
     parser.add_argument("experiment", help="the experiment YAML (see onmt_posenc/experiment.py)")
     parser.add_argument("--output", help="output folder (default: the file's `output`, else runs/<name>)")
@@ -400,6 +399,8 @@ def main(args):
     print(f"{experiment.name}: {len(runs)} of {len(experiment.runs)} runs{where} -> {experiment.output}",
           file=sys.stderr)
     started = time.time()
+    # A scheduler's SIGTERM stops like Ctrl-C: the running command is stopped, finished runs stay.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         records = run_all(experiment, runs)
     except KeyboardInterrupt:

@@ -2,6 +2,9 @@
 resuming, a failing run kept apart, and shards merged into one report."""
 import csv
 import json
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ SCALED_DOWN = [
     "evaluation.translate.max_length=30", "analyses.speed.batches=2", "analyses.speed.rounds=1",
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+LONG = 1800  # seconds: three small trainings and their evaluation, on a slow machine
 
 
 def overrides(pairs):
@@ -90,8 +94,8 @@ def test_shipped_experiments_name_known_options_and_existing_files(name):
     from onmt_posenc.strict_config import known_option_names
 
     loaded = experiments.load(REPO / "recipes" / "experiments" / name)
-    for run in loaded.runs:
-        assert set(run.config) <= known_option_names(), run.id
+    for each in loaded.runs:
+        assert set(each.config) <= known_option_names(), each.id
     assert set(loaded.translate) <= known_option_names()
     for setting in loaded.data.values():
         for pair in [setting.train, setting.valid, *setting.eval_sets.values()]:
@@ -104,7 +108,7 @@ def demo(tmp_path_factory):
     """`onmt-posenc run recipes/experiments/demo.yaml`, scaled down, run once for the module."""
     output = tmp_path_factory.mktemp("demo") / "out"
     result = run([command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN)],
-                 cwd=REPO)
+                 cwd=REPO, timeout=LONG)
     return output, result
 
 
@@ -134,12 +138,25 @@ def test_demo_end_to_end(demo):
     assert shape["shape_max_shift"] == 60 and shape["train_steps"] == 16
 
 
-def test_rerun_skips_finished_runs_and_redoes_an_interrupted_one(demo):
+def test_interrupt_then_rerun_skips_finished_runs_and_redoes_the_interrupted_one(demo):
     output, _ = demo
     interrupted = output / "synthetic" / "shape" / "seed1"
-    (interrupted / "result.json").unlink()  # as if stopped before its end; checkpoints remain
+    (interrupted / "result.json").unlink()  # run it again, and stop it while it trains
     before = (output / "synthetic" / "ape" / "seed1" / "result.json").stat().st_mtime
-    result = run([command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN)], cwd=REPO)
+    args = [command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN)]
+    process = subprocess.Popen([str(a) for a in args], cwd=REPO, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    for line in process.stderr:
+        if "[2/3 synthetic/shape/seed1] train" in line:
+            process.send_signal(signal.SIGTERM)  # what a cluster scheduler sends
+            break
+    rest = process.stderr.read()
+    assert process.wait(timeout=60) == 130
+    assert "interrupted: finished runs are kept" in rest
+    assert not (interrupted / "result.json").exists()
+    assert (output / "synthetic" / "rpe" / "seed1" / "result.json").is_file()
+
+    result = run(args, cwd=REPO, timeout=LONG)
     assert result.stderr.count("finished before; skipped") == 2
     assert "[2/3 synthetic/shape/seed1] train step 16/16" in result.stderr
     assert (interrupted / "result.json").is_file()
@@ -157,7 +174,7 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     args = [command("onmt-posenc"), "run", path, "--output", output, *overrides(SCALED_DOWN)]
     first = run([*args, "--shard", "1/2"], cwd=REPO)
     assert "finished before; skipped" in first.stderr
-    second = run([*args, "--shard", "2/2"], cwd=REPO, expect_ok=False)
+    second = run([*args, "--shard", "2/2"], cwd=REPO, expect_ok=False, timeout=LONG)
     assert second.returncode == 1
     log = output / "synthetic" / "broken" / "seed1" / "logs" / "train.log"
     assert f"FAILED synthetic/broken/seed1: onmt_train exited with status 1; see {log}" in second.stderr
@@ -169,5 +186,5 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     assert "report:" in merged.stderr
     report = (output / "report.md").read_text(encoding="utf-8")
     assert "1 of 2 runs finished, 1 failed" in report
-    assert f"| synthetic/broken/seed1 | failed |" in report and str(log) in report
+    assert "| synthetic/broken/seed1 | failed |" in report and str(log) in report
     assert "| synthetic | ape | 1 |" in report
