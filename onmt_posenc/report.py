@@ -135,7 +135,7 @@ class Report:
             bleu = ", ".join(f"{k} {v:.2f}" for k, v in r.get("bleu", {}).items()) or "–"
             note = r.get("error", "") if r["status"] != "finished" else "; ".join(
                 f"{k}: {v}" for k, v in r.get("analysis_errors", {}).items())
-            log = f" (log: `{r['log']}`)" if r.get("log") else ""
+            log = f" (log: `{r['log']}`)" if r.get("log") and str(r["log"]) not in note else ""
             minutes = f"{r['seconds'] / 60:.1f}" if "seconds" in r else "–"
             rows.append([r["id"], r["status"], bleu, minutes, (note + log).replace("|", "/") or "–"])
         self.table(["run", "status", "BLEU", "minutes", "notes"], rows)

@@ -135,7 +135,8 @@ def test_demo_end_to_end(demo):
     ablation = json.loads((output / rpe["id"] / "analyses" / "position_ablation.json").read_text())
     assert ablation["removed_from"] == [] and ablation["encoder_cosine"] == pytest.approx(1.0)
     shape = yaml.safe_load((output / "synthetic/shape/seed1/config.yaml").read_text())
-    assert shape["shape_max_shift"] == 60 and shape["train_steps"] == 16
+    demo_k = yaml.safe_load(DEMO.read_text())["methods"]["shape"]["shape_max_shift"]
+    assert shape["shape_max_shift"] == demo_k and shape["train_steps"] == 16  # the file's K, the --set steps
 
 
 def test_interrupt_then_rerun_skips_finished_runs_and_redoes_the_interrupted_one(demo):
