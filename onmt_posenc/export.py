@@ -11,8 +11,14 @@ three of its functions so that they export what `onmt_translate` computes:
   mode, so every scheme exports as it translates: APE and perSPE (training-only)
   as their sinusoid table, SHAPE as rows offset.. of its table (Kiyono et al.
   2021 with the released code's inference offset; K = 0 is APE), and 'none' as a
-  table of zeros with the sqrt(d) scale kept (CTranslate2 would otherwise
-  generate sinusoids for a side without a table).
+  table of zeros (CTranslate2 would otherwise generate sinusoids for a side
+  without a table) with scale 1: OpenNMT-py scales by sqrt(d) inside its
+  position module, and a side without one is not scaled.
+- Layer-norm epsilon. The stock converter leaves it unset for encoder-decoder
+  models, and CTranslate2 then uses 1e-5 where OpenNMT-py uses `norm_eps`
+  (1e-6). Models with large embeddings hardly notice; a side without the sqrt(d)
+  scale feeds small vectors to its first layer norm, and its scores move by up
+  to 1e-2, enough to change translations.
 - Shaw et al. (2018) relative positions, with OpenNMT-py's one table for keys and
   values or with separate tables (`relative_values: separate`): CTranslate2's
   attention has both `relative_position_keys` and `relative_position_values`.
@@ -195,6 +201,7 @@ def _exporting(stock_build_spec):
         spec = stock_build_spec(opt, collections.ChainMap(tables, variables), *args, **kwargs)
         for side, term in terms.items():
             getattr(spec, STACKS[side]).scale_embeddings = term.scale
+        spec.config.layer_norm_epsilon = model_opt.norm_eps
         if relative:
             _flash_attention_tripwire(spec.decoder, terms["tgt"].table.size(1))
         spec.config.add_attribute(METADATA_KEY, metadata(model_opt, terms))

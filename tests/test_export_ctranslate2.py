@@ -12,6 +12,7 @@ ratio cap, no minimum length. The two tools' default length penalties differ
 (OpenNMT-py's 'avg' vs CTranslate2's 1.0 with its own stopping rule), so with
 defaults their beam outputs differ for reasons unrelated to the export.
 """
+import json
 import os
 import subprocess
 import sys
@@ -243,8 +244,10 @@ def test_shape_offset_changes_translations(onmt_translations):
 )
 def test_exported_position_term_is_onmt_sinusoid_from_the_offset(checkpoints, name, side, first_row):
     """What the export writes for a side against OpenNMT-py's own sinusoid table
-    (5000 rows, K more for SHAPE): the rows from the inference offset on, or a
-    table of zeros (None) as long as OpenNMT-py's; scale sqrt(d) = 8 throughout."""
+    (5000 rows, K more for SHAPE): the rows from the inference offset on, with
+    OpenNMT-py's scale sqrt(d) = 8; or, for a side without absolute positions
+    (None), a table of zeros as long as OpenNMT-py's and no scale (1), as
+    OpenNMT-py embeds a side without a position module."""
     checkpoint = torch.load(checkpoints[name])
     term = export.position_term(export.model_options(checkpoint["opt"]), checkpoint["model"], side)
     if first_row is None:
@@ -253,7 +256,7 @@ def test_exported_position_term_is_onmt_sinusoid_from_the_offset(checkpoints, na
         rows = 5000 + (SHAPE_K if name.startswith("shape") else 0)
         expected = PositionalEncoding(64, "SinusoidalInterleaved", max_len=rows).pe[first_row:, 0]
     assert torch.equal(term.table, expected)
-    assert term.scale == 8.0
+    assert term.scale == (1.0 if first_row is None else 8.0)
 
 
 @pytest.mark.parametrize(
@@ -288,6 +291,13 @@ def test_converter_api_exports_separate_tables(workdir, checkpoints, exported, s
     output = workdir / "api_shaw_separate"
     OpenNMTPyConverter(str(checkpoints["shaw_separate"])).convert(str(output), force=True)
     assert ct2_translate(output, sources, 1)[2] == ct2_translate(exported["shaw_separate"], sources, 1)[2]
+
+
+def test_exported_layer_norm_epsilon_is_onmt(exported):
+    """CTranslate2 reads a missing epsilon as 1e-5; OpenNMT-py's layer norms use 1e-6."""
+    for name in VARIANTS:
+        config = json.loads((exported[name] / "config.json").read_text(encoding="utf-8"))
+        assert config["layer_norm_epsilon"] == pytest.approx(1e-6), name
 
 
 def test_flash_attention_refused_for_relative_positions(exported):
