@@ -22,5 +22,6 @@ $(VENV)/.installed: pyproject.toml Makefile
 test: setup
 	$(BIN)/python -m pytest -q
 
+# `make demo DATA=../shared/data/toy-ende`: the same batch on a folder of real files
 demo: setup
-	$(BIN)/onmt-posenc run recipes/experiments/demo.yaml
+	$(BIN)/onmt-posenc run recipes/experiments/demo.yaml $(if $(DATA),--data $(DATA))

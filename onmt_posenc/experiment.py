@@ -41,6 +41,9 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
 Each run's OpenNMT-py config is, later keys winning: the recipe, `settings`,
 the data setting's `settings`, the method's keys, K, the seed, and the paths
 the runner owns (data, vocabularies, save_model).
+
+`--data FOLDER` runs the same experiment on a folder of real files instead of
+its `data` (see `folder_data`).
 """
 import itertools
 from dataclasses import dataclass, field
@@ -61,6 +64,10 @@ ANALYSES = {
     "speed": {"set": None, "batches": 8, "rounds": 3},
     "position_ablation": {"set": None, "sentences": 200},
 }
+# `--data FOLDER`: OpenNMT-py's quickstart layout, as in its toy-ende data.
+FOLDER_FILES = ("src-train.txt", "tgt-train.txt", "src-val.txt", "tgt-val.txt", "src-test.txt", "tgt-test.txt")
+# Evaluation sets cut to their first lines, to keep translation affordable on a CPU.
+FOLDER_VALID_LINES, FOLDER_TEST_LINES = 500, 1000
 # Keys the runner sets in every run's config; an experiment cannot set them.
 RUNNER_KEYS = ("data", "save_data", "src_vocab", "tgt_vocab", "save_model", "log_file", "overwrite", "train_from")
 
@@ -250,8 +257,44 @@ def _analyses(spec, eval_names, path):
     return chosen
 
 
-def load(path, overrides=(), output=None):
-    """The experiment of a YAML file, `--set` overrides applied, its runs expanded."""
+def folder_data(folder):
+    """The `data` mapping of `--data FOLDER`: one data setting named after the
+    folder, from files in OpenNMT-py's layout (FOLDER_FILES). Training on
+    train, validation on the first 500 val lines, evaluation on `valid` (the
+    same), `test` (the first 1000 test lines) and `concat` (those test lines
+    joined in pairs with <sep>: the swapped evaluation's input)."""
+    folder = Path(folder).resolve()
+    missing = [name for name in FOLDER_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ExperimentError(f"--data {folder}: missing {', '.join(missing)}; the folder needs "
+                              f"OpenNMT-py's layout: {', '.join(FOLDER_FILES)}")
+
+    def pair(part, **cut):
+        return {"src": str(folder / f"src-{part}.txt"), "tgt": str(folder / f"tgt-{part}.txt"), **cut}
+
+    valid, test = pair("val", lines=FOLDER_VALID_LINES), pair("test", lines=FOLDER_TEST_LINES)
+    return {folder.name: {"train": pair("train"), "valid": valid,
+                          "eval": {"valid": valid, "test": test, "concat": {**test, "join": 2}}}}
+
+
+def add_arguments(parser):
+    """The arguments that name an experiment, shared by `run` and `report`."""
+    parser.add_argument("experiment", help="the experiment YAML (see onmt_posenc/experiment.py)")
+    parser.add_argument("--data", metavar="FOLDER",
+                        help="run on this folder's files instead of the file's data: OpenNMT-py's layout "
+                             f"({', '.join(FOLDER_FILES)}); default output runs/<name>-<folder name>")
+    parser.add_argument("--output", help="output folder (default: the file's `output`, else runs/<name>)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="override a key of the experiment file, e.g. --set settings.train_steps=100")
+
+
+def from_arguments(args):
+    return load(args.experiment, args.overrides, args.output, args.data)
+
+
+def load(path, overrides=(), output=None, data_folder=None):
+    """The experiment of a YAML file, `--set` overrides applied, its runs expanded;
+    with `data_folder`, on that folder's files (see folder_data)."""
     path = Path(path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -266,6 +309,11 @@ def load(path, overrides=(), output=None):
         _fail(path, f"unknown keys {sorted(unknown)}; known: {sorted(TOP_KEYS)}")
     base = path.resolve().parent
     name = mapping.get("name", path.stem)
+    if data_folder is not None:
+        mapping["data"] = folder_data(data_folder)
+        _mapping(mapping.get("grid"), path, "grid").pop("data", None)
+        name = f"{name}-{Path(data_folder).resolve().name}"
+        mapping.pop("output", None)
 
     recipe = {}
     if mapping.get("recipe"):

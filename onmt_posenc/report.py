@@ -356,15 +356,13 @@ def write(experiment):
 
 
 def add_arguments(parser):
-    parser.add_argument("experiment", help="the experiment YAML that was run")
-    parser.add_argument("--output", help="its output folder, if not the file's default")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                        help="the same overrides as given to `onmt-posenc run`")
+    """The arguments given to `onmt-posenc run`, to find the same runs."""
+    experiments.add_arguments(parser)
 
 
 def main(args):
     try:
-        experiment = experiments.load(args.experiment, args.overrides, args.output)
+        experiment = experiments.from_arguments(args)
     except experiments.ExperimentError as error:
         print(f"onmt-posenc report: error: {error}", file=sys.stderr)
         return 2

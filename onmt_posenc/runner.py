@@ -377,19 +377,16 @@ def _interrupt(signum, frame):
 
 
 def add_arguments(parser):
-    parser.add_argument("experiment", help="the experiment YAML (see onmt_posenc/experiment.py)")
-    parser.add_argument("--output", help="output folder (default: the file's `output`, else runs/<name>)")
+    experiments.add_arguments(parser)
     parser.add_argument("--shard", metavar="I/N", help="run only shard I of N (every N-th run from the I-th); "
                         "merge with `onmt-posenc report` when all shards are done")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                        help="override a key of the experiment file, e.g. --set settings.train_steps=100")
 
 
 def main(args):
     from onmt_posenc import report
 
     try:
-        experiment = experiments.load(args.experiment, args.overrides, args.output)
+        experiment = experiments.from_arguments(args)
         shard = experiments.parse_shard(args.shard) if args.shard else None
     except experiments.ExperimentError as error:
         print(f"onmt-posenc run: error: {error}", file=sys.stderr)
@@ -415,8 +412,9 @@ def main(args):
         name = f"shard-{shard[0]}-of-{shard[1]}.json"
         write_json(experiment.output / name, [{k: r.get(k) for k in ("id", "status", "error", "log")}
                                               for r in records])
-        print(f"when every shard is done: onmt-posenc report {args.experiment}"
-              + (f" --output {args.output}" if args.output else ""), file=sys.stderr)
+        same = "".join(f" --{key} {getattr(args, key)}" for key in ("data", "output") if getattr(args, key))
+        same += "".join(f" --set {pair}" for pair in args.overrides)
+        print(f"when every shard is done: onmt-posenc report {args.experiment}{same}", file=sys.stderr)
     else:
         path = report.write(experiment)
         print(f"report: {path}", file=sys.stderr)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, command, run, write_yaml
+from conftest import REPO, TOY_ENDE, command, head, run, write_yaml
 
 from onmt_posenc import experiment as experiments
 
@@ -101,6 +101,36 @@ def test_shipped_experiments_name_known_options_and_existing_files(name):
         for pair in [setting.train, setting.valid, *setting.eval_sets.values()]:
             if pair is not None:  # synthetic data has no files before it is generated
                 assert pair.src.is_file() and pair.tgt.is_file()
+
+
+def test_data_folder_replaces_the_files_data(tmp_path):
+    loaded = experiments.load(DEMO, data_folder=TOY_ENDE)
+    assert list(loaded.data) == ["toy-ende"] and loaded.output == Path("runs/demo-toy-ende")
+    assert [r.id for r in loaded.runs] == ["toy-ende/ape/seed1", "toy-ende/shape/seed1", "toy-ende/rpe/seed1"]
+    setting = loaded.data["toy-ende"]
+    assert setting.train.src == TOY_ENDE.resolve() / "src-train.txt" and setting.train.lines is None
+    assert set(setting.eval_sets) == {"valid", "test", "concat"} and setting.eval_sets["concat"].join == 2
+    (tmp_path / "src-train.txt").write_text("a\n")
+    with pytest.raises(experiments.ExperimentError, match="missing tgt-train.txt, src-val.txt"):
+        experiments.load(DEMO, data_folder=tmp_path)
+
+
+def test_demo_on_a_folder_of_real_files(tmp_path):
+    """The main command with `--data` on toy-ende files (cut short), APE only."""
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    for name, lines in [("train", 300), ("val", 20), ("test", 20)]:
+        for side in ("src", "tgt"):
+            head(TOY_ENDE / f"{side}-{name}.txt", folder / f"{side}-{name}.txt", lines)
+    output = tmp_path / "out"
+    result = run([command("onmt-posenc"), "run", DEMO, "--data", folder, "--output", output,
+                  *overrides([*SCALED_DOWN, "grid.method=[ape]"])], cwd=REPO, timeout=LONG)
+    assert "[1/1 toy/ape/seed1] train step 16/16" in result.stderr
+    rows = list(csv.DictReader(open(output / "results.csv", encoding="utf-8")))
+    assert [(r["data"], r["method"], r["status"]) for r in rows] == [("toy", "ape", "finished")]
+    # the test set's 20 lines joined in pairs for the swapped evaluation
+    assert len((output / "data" / "toy" / "eval" / "concat.src").read_text().splitlines()) == 10
+    assert "| toy | ape | 1 |" in (output / "report.md").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
