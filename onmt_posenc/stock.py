@@ -36,9 +36,9 @@ def run_logged(name, args, log_path, on_line=None):
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = [command_path(name), *map(str, args)]
-    with open(log_path, "w", encoding="utf-8") as log:
+    # Line-buffered, so that `tail -f` on the log follows the command.
+    with open(log_path, "w", encoding="utf-8", buffering=1) as log:
         log.write("$ " + " ".join(argv) + "\n")
-        log.flush()
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    errors="replace")
         try:

@@ -1,4 +1,5 @@
 """Shared test helpers: real data from ../shared/data and the stock onmt_* commands."""
+import itertools
 import os
 import subprocess
 import sys
@@ -31,11 +32,8 @@ def run(args, cwd=None, env=None, expect_ok=True, timeout=600):
 
 def head(src, dst, n):
     """The first n lines of a real corpus file."""
-    with open(src, encoding="utf-8") as fin, open(dst, "w", encoding="utf-8") as fout:
-        for i, line in enumerate(fin):
-            if i == n:
-                break
-            fout.write(line)
+    with open(src, encoding="utf-8") as lines:
+        Path(dst).write_text("".join(itertools.islice(lines, n)), encoding="utf-8")
     return dst
 
 
@@ -44,8 +42,29 @@ def write_yaml(path, mapping):
     return path
 
 
+# A 2-layer d=64 transformer and how it trains in the tests (data, vocabularies and steps apart).
+TINY_MODEL = {
+    "encoder_type": "transformer",
+    "decoder_type": "transformer",
+    "position_encoding": True,
+    "layers": 2,
+    "heads": 4,
+    "hidden_size": 64,
+    "word_vec_size": 64,
+    "transformer_ff": 128,
+    "dropout": [0.1],
+    "batch_type": "tokens",
+    "batch_size": 1024,
+    "bucket_size": 1024,
+    "num_workers": 0,
+    "optim": "adam",
+    "learning_rate": 0.002,
+    "seed": 3,
+}
+
+
 def tiny_transformer(workdir, train_steps=20, **overrides):
-    """A 2-layer d=64 transformer config on 2,000 toy-ende pairs (vocab built separately)."""
+    """TINY_MODEL on 2,000 toy-ende pairs (vocab built separately)."""
     workdir = Path(workdir)
     src = head(TOY_ENDE / "src-train.txt", workdir / "train.src", 2000)
     tgt = head(TOY_ENDE / "tgt-train.txt", workdir / "train.tgt", 2000)
@@ -63,26 +82,11 @@ def tiny_transformer(workdir, train_steps=20, **overrides):
         "tgt_vocab_size": 3000,
         "overwrite": True,
         "save_model": str(workdir / "model"),
-        "encoder_type": "transformer",
-        "decoder_type": "transformer",
-        "position_encoding": True,
-        "layers": 2,
-        "heads": 4,
-        "hidden_size": 64,
-        "word_vec_size": 64,
-        "transformer_ff": 128,
-        "dropout": [0.1],
-        "batch_type": "tokens",
-        "batch_size": 1024,
-        "bucket_size": 1024,
-        "num_workers": 0,
-        "optim": "adam",
-        "learning_rate": 0.002,
+        **TINY_MODEL,
         "train_steps": train_steps,
         "valid_steps": 10000,
         "save_checkpoint_steps": train_steps,
         "report_every": 10,
-        "seed": 3,
     }
     config.update(overrides)
     return config

@@ -7,7 +7,7 @@ import onmt  # noqa: F401  (activates the extension)
 import pytest
 import torch
 import yaml
-from conftest import REPO, SHARED_DATA, command, head, run, write_yaml
+from conftest import REPO, SHARED_DATA, TINY_MODEL, command, head, run, write_yaml
 from onmt.bin.train import _get_parser
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 
@@ -245,27 +245,12 @@ def enja_config(workdir, **overrides):
         "share_vocab": True,
         "overwrite": True,
         "save_model": str(workdir / "model"),
-        "encoder_type": "transformer",
-        "decoder_type": "transformer",
-        "position_encoding": True,
+        **TINY_MODEL,
         "perspe_range": 1,
-        "layers": 2,
-        "heads": 4,
-        "hidden_size": 64,
-        "word_vec_size": 64,
-        "transformer_ff": 128,
-        "dropout": [0.1],
-        "batch_type": "tokens",
-        "batch_size": 1024,
-        "bucket_size": 1024,
-        "num_workers": 0,
-        "optim": "adam",
-        "learning_rate": 0.002,
         "train_steps": 80,
         "valid_steps": 40,
         "save_checkpoint_steps": 80,
         "report_every": 20,
-        "seed": 3,
     }
     config.update(overrides)
     return config

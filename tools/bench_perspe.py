@@ -20,6 +20,7 @@ The target is perspe-phrase >= 0.97x APE. The phrase boundaries are made once,
 offline, by `onmt-posenc chunk-ja`, whose time is reported separately.
 """
 import argparse
+import itertools
 import re
 import resource
 import statistics
@@ -43,11 +44,8 @@ METHODS = {
 
 
 def head(src, dst, n):
-    with open(src, encoding="utf-8") as fin, open(dst, "w", encoding="utf-8") as fout:
-        for i, line in enumerate(fin):
-            if i == n:
-                break
-            fout.write(line)
+    with open(src, encoding="utf-8") as lines:
+        Path(dst).write_text("".join(itertools.islice(lines, n)), encoding="utf-8")
 
 
 def config(workdir, args, method):
