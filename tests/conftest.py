@@ -90,3 +90,16 @@ def tiny_transformer(workdir, train_steps=20, **overrides):
     }
     config.update(overrides)
     return config
+
+
+def build_tiny_vocab(workdir):
+    """`workdir` with tiny_transformer's corpus written and its vocabularies built."""
+    config = write_yaml(workdir / "vocab.yaml", tiny_transformer(workdir))
+    run([command("onmt_build_vocab"), "-config", config, "-n_sample", "-1"])
+    return workdir
+
+
+def train_tiny(workdir, name, env=None, **overrides):
+    """onmt_train on tiny_transformer(workdir, **overrides), saving <name>_step_N.pt; the finished process."""
+    config = write_yaml(workdir / f"{name}.yaml", tiny_transformer(workdir, save_model=str(workdir / name), **overrides))
+    return run([command("onmt_train"), "-config", config], env=env)

@@ -6,7 +6,7 @@ import re
 import onmt  # noqa: F401  (activates the extension in this process too)
 import pytest
 import torch
-from conftest import TOY_ENDE, command, head, run, tiny_transformer, write_yaml
+from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, train_tiny, write_yaml
 
 from onmt_posenc.analysis import length_buckets, models, position_ablation, shift_invariance, speed, swapped, token_nll
 from onmt_posenc.interpolate import join_lines, read_lines, write_lines
@@ -18,13 +18,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """An APE and a SHAPE (K=500) model, same data, vocabulary, seed and steps; and eval files."""
-    workdir = tmp_path_factory.mktemp("analysis")
-    config = write_yaml(workdir / "vocab.yaml", tiny_transformer(workdir))
-    run([command("onmt_build_vocab"), "-config", config, "-n_sample", "-1"])
+    workdir = build_tiny_vocab(tmp_path_factory.mktemp("analysis"))
     for name, extra in (("ape", {}), ("shape", {"shape_max_shift": 500})):
-        config = write_yaml(workdir / f"{name}.yaml",
-                            tiny_transformer(workdir, train_steps=STEPS, save_model=str(workdir / name), **extra))
-        run([command("onmt_train"), "-config", config])
+        train_tiny(workdir, name, train_steps=STEPS, **extra)
     translate_config = write_yaml(workdir / "translate.yaml", {"beam_size": 2, "max_length": 40})
     src = head(TOY_ENDE / "src-test.txt", workdir / "test.src", 30)
     for name in ("ape", "shape"):

@@ -11,7 +11,7 @@ import onmt  # noqa: F401  (activates the extension)
 import pyonmttok
 import pytest
 import torch
-from conftest import REPO, TOY_ENDE, command, head, run, tiny_transformer, write_yaml
+from conftest import REPO, TOY_ENDE, build_tiny_vocab, command, head, run, train_tiny
 from onmt import model_builder
 from onmt.bin.train import _get_parser
 from onmt.constants import DefaultTokens
@@ -20,7 +20,6 @@ from onmt.modules.multi_headed_attn import MultiHeadedAttention
 from onmt.utils.misc import sequence_mask
 from onmt.utils.parse import ArgumentParser
 
-from onmt_posenc import relative_attention
 from onmt_posenc.options import resolve_attention_options
 from onmt_posenc.relative_attention import (
     MusicRelativeAttention,
@@ -408,17 +407,14 @@ STEPS = 10
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("relative")
-    config = write_yaml(workdir / "vocab.yaml", tiny_transformer(workdir))
-    run([command("onmt_build_vocab"), "-config", config, "-n_sample", "-1"])
+    workdir = build_tiny_vocab(tmp_path_factory.mktemp("relative"))
     head(TOY_ENDE / "src-test.txt", workdir / "test.src", 20)
     return workdir
 
 
 def train(workdir, name, env=None, **overrides):
-    config = tiny_transformer(workdir, train_steps=STEPS, report_every=5, position_encoding=False,
-                              max_relative_positions=FAR, save_model=str(workdir / name), **overrides)
-    result = run([command("onmt_train"), "-config", write_yaml(workdir / f"{name}.yaml", config)], env=env)
+    result = train_tiny(workdir, name, env, train_steps=STEPS, report_every=5, position_encoding=False,
+                        max_relative_positions=FAR, **overrides)
     return workdir / f"{name}_step_{STEPS}.pt", result.stdout + result.stderr
 
 

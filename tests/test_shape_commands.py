@@ -5,31 +5,21 @@ import sys
 import onmt  # noqa: F401  (activates the extension in this process too)
 import pytest
 import torch
-from conftest import TOY_ENDE, command, head, run, tiny_transformer, write_yaml
+from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, tiny_transformer, train_tiny, write_yaml
 
 from onmt_posenc.positions import NoPositionEncoding, ShiftedSinusoidalEncoding
-
-
-def train(workdir, name, env=None, **overrides):
-    """Write a tiny config and train it; returns the config path."""
-    config = write_yaml(workdir / f"{name}.yaml", tiny_transformer(workdir, save_model=str(workdir / name), **overrides))
-    run([command("onmt_train"), "-config", config], env=env)
-    return config
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """A work directory with the tiny corpus and its vocabularies built."""
-    workdir = tmp_path_factory.mktemp("shape")
-    config = write_yaml(workdir / "vocab.yaml", tiny_transformer(workdir))
-    run([command("onmt_build_vocab"), "-config", config, "-n_sample", "-1"])
-    return workdir
+    return build_tiny_vocab(tmp_path_factory.mktemp("shape"))
 
 
 @pytest.fixture(scope="module")
 def shape_model(workdir):
     """SHAPE K=20 with the released-code inference offset (K), two checkpoints."""
-    train(workdir, "shape", train_steps=60, save_checkpoint_steps=30, shape_max_shift=20, shape_inference_offset=20)
+    train_tiny(workdir, "shape", train_steps=60, save_checkpoint_steps=30, shape_max_shift=20, shape_inference_offset=20)
     return workdir / "shape_step_60.pt"
 
 
@@ -68,8 +58,8 @@ def test_checkpoint_keeps_ape_parameter_names_and_options(workdir, shape_model):
 
 def test_k0_trains_bit_for_bit_like_ape(workdir):
     """SHAPE with K=0 == APE, same seed, same attention kernels (the extension's)."""
-    train(workdir, "ape", train_steps=8)
-    train(workdir, "shape_k0", train_steps=8, shape_max_shift=0)
+    train_tiny(workdir, "ape", train_steps=8)
+    train_tiny(workdir, "shape_k0", train_steps=8, shape_max_shift=0)
     a = torch.load(workdir / "ape_step_8.pt")["model"]
     b = torch.load(workdir / "shape_k0_step_8.pt")["model"]
     assert a.keys() == b.keys()
@@ -102,8 +92,8 @@ def test_incremental_decoding_matches_full_forward(shape_model):
 
 
 def test_per_side_position_choice(workdir):
-    train(workdir, "sides", train_steps=2, src_position_encoding="none",
-          tgt_position_encoding="shape", shape_max_shift=7)
+    train_tiny(workdir, "sides", train_steps=2, src_position_encoding="none",
+               tgt_position_encoding="shape", shape_max_shift=7)
     checkpoint = torch.load(workdir / "sides_step_2.pt")
     assert "encoder.embeddings.make_embedding.pe.pe" not in checkpoint["model"]
     from onmt.model_builder import build_base_model

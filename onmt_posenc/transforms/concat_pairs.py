@@ -38,7 +38,7 @@ from array import array
 from onmt.transforms import TransformPipe, get_transforms_cls, make_transforms, register_transform
 from onmt.transforms.transform import Transform
 
-from onmt_posenc.interpolate import DEFAULT_N, DEFAULT_SEP, join_segments, split_segments
+from onmt_posenc.interpolate import DEFAULT_N, DEFAULT_SEP, join_segments
 
 NAME = "concat_pairs"
 
