@@ -118,7 +118,6 @@ class Experiment:
     path: Path
     name: str
     output: Path
-    methods: dict
     baseline: str
     data: dict  # label -> DataSetting
     runs: list
@@ -154,6 +153,12 @@ def apply_overrides(mapping, overrides, path):
                 _fail(path, f"--set {key}: {part} is not a mapping")
         node[last] = yaml.safe_load(text)
     return mapping
+
+
+def _reject_runner_keys(keys, where, path):
+    owned = set(keys) & set(RUNNER_KEYS)
+    if owned:
+        _fail(path, f"{where} sets {sorted(owned)}, which the runner sets for every run")
 
 
 def _file_pair(spec, base, path, where):
@@ -328,9 +333,7 @@ def load(path, overrides=(), output=None, data_folder=None):
     for label, keys in methods.items():
         methods[label] = _mapping(keys, path, f"methods.{label}")
     for where, keys in [("settings", settings), *((f"methods.{m}", k) for m, k in methods.items())]:
-        owned = set(keys) & set(RUNNER_KEYS)
-        if owned:
-            _fail(path, f"{where} sets {sorted(owned)}, which the runner sets for every run")
+        _reject_runner_keys(keys, where, path)
     baseline = mapping.get("baseline", next(iter(methods)))
     if baseline not in methods:
         _fail(path, f"baseline {baseline!r} is not among methods: {sorted(methods)}")
@@ -340,9 +343,7 @@ def load(path, overrides=(), output=None, data_folder=None):
     if not data:
         _fail(path, "data: name at least one data setting")
     for label, setting in data.items():
-        owned = set(setting.settings) & set(RUNNER_KEYS)
-        if owned:
-            _fail(path, f"data.{label}.settings sets {sorted(owned)}, which the runner sets for every run")
+        _reject_runner_keys(setting.settings, f"data.{label}.settings", path)
     runs = expand_grid(recipe, settings, methods, data, _mapping(mapping.get("grid"), path, "grid"), path)
 
     evaluation = _mapping(mapping.get("evaluation"), path, "evaluation")
@@ -367,7 +368,6 @@ def load(path, overrides=(), output=None, data_folder=None):
         path=path,
         name=name,
         output=Path(output or mapping.get("output") or Path("runs") / name),
-        methods=methods,
         baseline=baseline,
         data=data,
         runs=runs,

@@ -33,7 +33,7 @@ def collect(experiment):
             record = runner.read_json(directory / runner.FAILURE)
         else:
             record = {"id": run.id, "status": "missing"}
-        record.update(data=run.data, method=run.method, label=run.label, K=run.shift, seed=run.seed)
+        record.update(runner.run_fields(run))
         record["dir"] = str(directory)
         records.append(record)
     return records
@@ -73,6 +73,7 @@ class Report:
         self.plots.mkdir(parents=True, exist_ok=True)
         self.lines = []
         self.batch = {}  # results of the analyses across runs, for results.json
+        self.prepared = {}  # data setting -> its files (runner.prepare_data), prepared once
 
     def add(self, *lines):
         self.lines.extend(lines)
@@ -87,6 +88,11 @@ class Report:
 
     def data_settings(self):
         return list(dict.fromkeys(r["data"] for r in self.records))
+
+    def files(self, data):
+        if data not in self.prepared:
+            self.prepared[data] = runner.prepare_data(self.experiment.data[data], runner.data_dir(self.experiment, data))
+        return self.prepared[data]
 
     # --- sections -------------------------------------------------------------
 
@@ -149,7 +155,7 @@ class Report:
             chosen = first_seed_runs(self.records, data)
             if not chosen:
                 continue
-            files = runner.prepare_data(self.experiment.data[data], self.out / "data" / data)
+            files = self.files(data)
             longest = max_train_length(self.experiment, data, files)
             base = baseline_label(self.experiment, chosen)
             for name in options["sets"]:
@@ -193,25 +199,26 @@ class Report:
         self.add("## Shift invariance of the encoder", "",
                  "Mean cosine similarity of encoder states when all positions are offset by k. "
                  "1.0 everywhere: the encoder does not depend on absolute positions.", "")
-        rows = []
+        rows, images = [], []
         for record, result in results:
             path = self.plots / f"shift_{record['id'].replace('/', '_')}.png"
             shift_invariance.plot(result, path, f"Encoder shift invariance: {record['id']}")
+            images.append((path, f"shift invariance {record['id']}"))
             rows.append([record["id"], f"{result['mean_off_diagonal']:.3f}",
                          "yes" if result["absolute_positions"] else "no (relative only)"])
         self.table(["run", "mean similarity across offsets", "absolute positions"], rows)
-        for record, _ in results:
-            self.image(self.plots / f"shift_{record['id'].replace('/', '_')}.png", f"shift invariance {record['id']}")
+        for path, alt in images:
+            self.image(path, alt)
 
     def token_section(self, options):
-        results = {}
+        results, images = {}, []
         for data in self.data_settings():
             chosen = {label: r for label, r in first_seed_runs(self.records, data).items()
                       if "token_nll" in r.get("analyses", {})}
             base = baseline_label(self.experiment, chosen)
             if base is None or len(chosen) < 2:
                 continue
-            files = runner.prepare_data(self.experiment.data[data], self.out / "data" / data)
+            files = self.files(data)
             counts = token_nll.training_frequencies(files["train"][1])
             tgt = models.read_lines(files["eval"][options["set"]].tgt)
             nll = {label: runner.read_json(Path(r["dir"]) / r["analyses"]["token_nll"])["nll"]
@@ -221,9 +228,11 @@ class Report:
                     continue
                 result = token_nll.compare(nll[label], nll[base], tgt, counts,
                                            options["position_width"], options["frequency_bins"])
-                results[f"{data}/{label}-vs-{base}"] = result
+                name = f"{data}/{label}-vs-{base}"
+                results[name] = result
                 path = self.plots / f"tokens_{data}_{label}_vs_{base}.png"
                 token_nll.plot(result, path, label, base)
+                images.append((path, f"token NLL {name}"))
         if not results:
             return
         self.add("## Token-level NLL", "",
@@ -232,10 +241,8 @@ class Report:
                  "the token. Above 0.5: the method wins.", "")
         self.table(["comparison", "gold tokens", "share won"],
                     [[name, r["tokens"], f"{r['share']:.3f}"] for name, r in results.items()])
-        for name in results:
-            data, pair = name.split("/", 1)
-            label, base = pair.split("-vs-")
-            self.image(self.plots / f"tokens_{data}_{label}_vs_{base}.png", f"token NLL {name}")
+        for path, alt in images:
+            self.image(path, alt)
         self.batch["token_nll"] = results
 
     def ablation_section(self):
@@ -262,12 +269,13 @@ class Report:
             base = baseline_label(self.experiment, chosen)
             if base is None:
                 continue
-            files = runner.prepare_data(self.experiment.data[data], self.out / "data" / data)
+            files = self.files(data)
             eval_set = files["eval"][options["set"]]
             cache = self.out / "analyses" / f"speed_{data}.json"
             key = {label: [r["id"], Path(r["dir"], "averaged.pt").stat().st_mtime] for label, r in chosen.items()}
-            if cache.is_file() and runner.read_json(cache).get("models") == key:
-                results[data] = runner.read_json(cache)
+            cached = runner.read_json(cache) if cache.is_file() else {}
+            if cached.get("models") == key:
+                results[data] = cached
                 continue
             print(f"timing training steps of {', '.join(chosen)} on {data} / {options['set']}", file=sys.stderr)
             loaded = {label: models.load_model(Path(r["dir"]) / "averaged.pt") for label, r in chosen.items()}

@@ -49,7 +49,7 @@ def write_text_atomically(path, text):
 
 
 def write_json(path, value):
-    write_text_atomically(path, json.dumps(value, indent=1, sort_keys=False) + "\n")
+    write_text_atomically(path, json.dumps(value, indent=1) + "\n")
 
 
 def read_json(path):
@@ -63,6 +63,11 @@ class EvalSet(NamedTuple):
     ref: Path  # what BLEU compares with
 
 
+def _require_file(path):
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+
+
 def _copy_lines(pair, directory, name):
     """The files of `pair` in `directory`, cut to their first `lines` and joined `join` per line."""
     copies = {}
@@ -70,8 +75,7 @@ def _copy_lines(pair, directory, name):
         source = getattr(pair, side)
         if source is None:
             continue
-        if not source.is_file():
-            raise FileNotFoundError(f"data file not found: {source}")
+        _require_file(source)
         lines = interpolate.read_lines(source)[: pair.lines]
         if pair.join:
             lines = interpolate.join_lines(lines, pair.join, interpolate.DEFAULT_SEP)
@@ -103,9 +107,8 @@ def prepare_data(setting, directory):
     def in_place_or_cut(pair, name):
         if pair.lines or pair.join:
             return _copy_lines(pair, directory, name)[:2]
-        for path in (pair.src, pair.tgt):
-            if not path.is_file():
-                raise FileNotFoundError(f"data file not found: {path}")
+        _require_file(pair.src)
+        _require_file(pair.tgt)
         return pair.src, pair.tgt
 
     (directory / "eval").mkdir(exist_ok=True)
@@ -152,6 +155,7 @@ class Progress:
         self.durations = []  # seconds of each run finished in this invocation
         self.after_training = []  # seconds each of them spent after training
         self.index, self.run_id = 0, ""
+        self.train_end = 0.0
 
     @staticmethod
     def clock(seconds):
@@ -190,7 +194,7 @@ class Progress:
 
     def end_run(self, status):
         seconds = time.time() - self.run_start
-        if status == "finished" and getattr(self, "train_end", 0) > self.run_start:
+        if status == "finished" and self.train_end > self.run_start:
             self.durations.append(seconds)
             self.after_training.append(time.time() - self.train_end)
         self.say(f"{status} in {self.clock(seconds)}")
@@ -250,8 +254,7 @@ class RunExecutor:
         self.progress.say("BLEU " + ", ".join(f"{name} {score:.2f}" for name, score in bleu.items()))
         analyses, errors = self.analyses(hyps)
         return {
-            "id": self.run.id, "data": self.run.data, "method": self.run.method, "label": self.run.label,
-            "K": self.run.shift, "seed": self.run.seed, "status": "finished",
+            **run_fields(self.run), "status": "finished",
             "bleu": bleu, "bleu_signature": signature,
             "checkpoints_averaged": [p.name for p in averaged],
             "train_seconds": round(train_seconds, 1), "seconds": round(time.time() - started, 1),
@@ -321,6 +324,17 @@ def run_dir(experiment, run):
     return experiment.output / run.id
 
 
+def data_dir(experiment, data):
+    """Where a data setting's prepared files go (see prepare_data)."""
+    return experiment.output / "data" / data
+
+
+def run_fields(run):
+    """What names a run in its result, its failure and the report."""
+    return {"id": run.id, "data": run.data, "method": run.method, "label": run.label, "K": run.shift,
+            "seed": run.seed}
+
+
 def execute_run(experiment, run, files, progress):
     """Run one grid point unless finished; returns its record (finished or failed)."""
     directory = run_dir(experiment, run)
@@ -344,8 +358,7 @@ def execute_run(experiment, run, files, progress):
             log = directory / "logs" / "runner.log"
             log.parent.mkdir(exist_ok=True)
             log.write_text(traceback.format_exc(), encoding="utf-8")
-        failure = {"id": run.id, "data": run.data, "method": run.method, "label": run.label, "K": run.shift,
-                   "seed": run.seed, "status": "failed", "error": str(error), "log": str(log)}
+        failure = {**run_fields(run), "status": "failed", "error": str(error), "log": str(log)}
         write_json(directory / FAILURE, failure)
         return failure
     write_json(directory / RESULT, result)
@@ -360,7 +373,7 @@ def run_all(experiment, runs, stream=None):
         progress.start_run(index, run.id)
         try:
             if run.data not in prepared:
-                prepared[run.data] = prepare_data(experiment.data[run.data], experiment.output / "data" / run.data)
+                prepared[run.data] = prepare_data(experiment.data[run.data], data_dir(experiment, run.data))
             record = execute_run(experiment, run, prepared[run.data], progress)
         except (OSError, ValueError) as error:  # the data of this setting is unusable
             record = {"id": run.id, "status": "failed", "error": f"data: {error}", "log": None}

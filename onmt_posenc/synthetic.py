@@ -27,10 +27,11 @@ Everything is a function of `seed`, so two machines write identical files.
 """
 import itertools
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-SEPARATOR = "<sep>"
+from onmt_posenc.interpolate import DEFAULT_SEP, join_segments
+
 # Word classes and how many words each has.
 CLASS_SIZES = {"det": 4, "adj": 16, "noun": 32, "verb": 16, "prep": 6}
 EVAL_SETS = ("valid", "test", "concat")
@@ -112,13 +113,7 @@ class _Grammar:
 
     def example(self, rng, sentences):
         pairs = [self.sentence(rng) for _ in range(sentences)]
-        joined = []
-        for side in (0, 1):
-            tokens = []
-            for i, pair in enumerate(pairs):
-                tokens += ([SEPARATOR] if i else []) + pair[side]
-            joined.append(" ".join(tokens))
-        return joined
+        return [" ".join(join_segments([pair[side] for pair in pairs], DEFAULT_SEP)) for side in (0, 1)]
 
 
 def generate(task):
@@ -145,16 +140,9 @@ def generate(task):
 
 
 def write_corpus(directory, task):
-    """Write `{set}.src` / `{set}.tgt` into `directory`; return {set: (src path, tgt path)}."""
+    """Write `{set}.src` / `{set}.tgt` into `directory`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    paths = {}
     for name, pairs in generate(task).items():
-        src, tgt = directory / f"{name}.src", directory / f"{name}.tgt"
-        src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
-        tgt.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
-        paths[name] = (src, tgt)
-    (directory / "task.txt").write_text(
-        "".join(f"{key}: {value}\n" for key, value in asdict(task).items()), encoding="utf-8"
-    )
-    return paths
+        (directory / f"{name}.src").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+        (directory / f"{name}.tgt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
