@@ -31,15 +31,19 @@ def detokenize(line, detokenizer, sep=DEFAULT_SEP):
     return " ".join(join_segments(segments, sep))
 
 
-def score_files(hyp_path, ref_path, sep=DEFAULT_SEP):
-    """(BLEU score, sacreBLEU signature) of a tokenized hypothesis file against a raw reference file."""
+def score_lines(hyps, refs, sep=DEFAULT_SEP):
+    """(BLEU score, sacreBLEU signature) of tokenized hypothesis lines against raw reference lines."""
     detokenizer = tokenizer()
-    hyps = [detokenize(line, detokenizer, sep) for line in read_lines(hyp_path)]
-    refs = read_lines(ref_path)
+    bleu = BLEU()
+    return bleu.corpus_score([detokenize(line, detokenizer, sep) for line in hyps], [list(refs)]), bleu.get_signature()
+
+
+def score_files(hyp_path, ref_path, sep=DEFAULT_SEP):
+    """score_lines of a tokenized hypothesis file against a raw reference file."""
+    hyps, refs = read_lines(hyp_path), read_lines(ref_path)
     if len(hyps) != len(refs):
         raise EvaluateError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
-    bleu = BLEU()
-    return bleu.corpus_score(hyps, [refs]), bleu.get_signature()
+    return score_lines(hyps, refs, sep)
 
 
 def table(scores):

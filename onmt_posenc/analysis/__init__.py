@@ -8,3 +8,14 @@ each an `onmt-posenc` command of its own:
     speed              training throughput of models against a baseline, same batches
     position_ablation  features and perplexity with the position encoding removed
 """
+
+
+def labelled(pairs, option, what):
+    """{label: value} of a repeated command-line option `--option LABEL=WHAT`."""
+    values = {}
+    for pair in pairs:
+        label, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--{option} expects LABEL={what}, got {pair!r}")
+        values[label] = value
+    return values

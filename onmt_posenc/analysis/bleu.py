@@ -5,10 +5,7 @@ Hypotheses are onmt_translate output: they are detokenized first
 project's prepared data and leaves plain space-separated text as it is), then
 scored against the references with sacreBLEU's defaults (13a, exp smoothing).
 """
-from sacrebleu.metrics import BLEU
-
-from onmt_posenc.evaluate import detokenize
-from onmt_posenc.prepare_wmt16 import tokenizer
+from onmt_posenc.evaluate import score_lines
 
 
 def corpus_bleu(hypotheses, references):
@@ -17,7 +14,5 @@ def corpus_bleu(hypotheses, references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     if not hypotheses:
         raise ValueError("no sentences to score")
-    detokenizer = tokenizer()
-    metric = BLEU()
-    score = metric.corpus_score([detokenize(line, detokenizer) for line in hypotheses], [list(references)])
-    return score.score, str(metric.get_signature())
+    score, signature = score_lines(hypotheses, references)
+    return score.score, str(signature)

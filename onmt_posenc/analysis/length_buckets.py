@@ -10,7 +10,7 @@ example had are marked "unseen": that is where EXTRAPOLATE separates methods.
 """
 import json
 
-from onmt_posenc.analysis import plots
+from onmt_posenc.analysis import labelled, plots
 from onmt_posenc.analysis.bleu import corpus_bleu
 from onmt_posenc.interpolate import read_lines
 
@@ -78,16 +78,6 @@ def plot(result, path, title):
     return plots.save(fig, path)
 
 
-def _labelled(pairs):
-    out = {}
-    for pair in pairs:
-        label, sep, path = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--hyp expects LABEL=FILE, got {pair!r}")
-        out[label] = path
-    return out
-
-
 def add_arguments(parser):
     parser.add_argument("--src", required=True, help="source sentences that were translated")
     parser.add_argument("--ref", required=True, help="reference translations")
@@ -103,7 +93,7 @@ def add_arguments(parser):
 
 
 def main(args):
-    hyp_files = _labelled(args.hyp)
+    hyp_files = labelled(args.hyp, "hyp", "FILE")
     if args.baseline is not None and args.baseline not in hyp_files:
         raise SystemExit(f"--baseline {args.baseline!r} is not one of the --hyp labels {sorted(hyp_files)}")
     longest = max_length(args.train_src) if args.train_src else args.max_train_length

@@ -19,13 +19,10 @@ class LoadedModel(NamedTuple):
 
 def load_model(path):
     """A checkpoint loaded exactly as onmt_translate loads it."""
-    from onmt import opts
+    from onmt.bin.translate import _get_parser
     from onmt.model_builder import load_test_model
-    from onmt.utils.parse import ArgumentParser
 
-    parser = ArgumentParser()
-    opts.translate_opts(parser)
-    opt = parser.parse_args(["-model", str(path), "-src", str(path)])
+    opt = _get_parser().parse_args(["-model", str(path), "-src", str(path)])
     vocabs, model, model_opt = load_test_model(opt, model_path=str(path))
     return LoadedModel(model, vocabs, model_opt)
 
@@ -97,15 +94,17 @@ def teacher_forced(model, batch):
     return enc_out, dec_out, gold_log_probs.masked_fill(gold.squeeze(2) == padding_id(model, "tgt"), 0.0)
 
 
+def embeddings(model, side):
+    """The encoder ("src") or decoder ("tgt") embeddings."""
+    return model.encoder.embeddings if side == "src" else model.decoder.embeddings
+
+
 def padding_id(model, side):
-    embeddings = model.encoder.embeddings if side == "src" else model.decoder.embeddings
-    return embeddings.word_padding_idx
+    return embeddings(model, side).word_padding_idx
 
 
 def position_module(model, side):
-    """The position module of the encoder ("src") or decoder ("tgt") embeddings."""
-    embeddings = model.encoder.embeddings if side == "src" else model.decoder.embeddings
-    return getattr(embeddings.make_embedding, "pe", None)
+    return getattr(embeddings(model, side).make_embedding, "pe", None)
 
 
 def has_absolute_positions(model, side):
@@ -117,10 +116,10 @@ def has_absolute_positions(model, side):
 @contextlib.contextmanager
 def position_module_replaced(model, side, module):
     """Inside the block, `side`'s embeddings use `module` for positions."""
-    embeddings = model.encoder.embeddings if side == "src" else model.decoder.embeddings
-    original = embeddings.make_embedding.pe
-    embeddings.make_embedding.add_module("pe", module)
+    layers = embeddings(model, side).make_embedding
+    original = layers.pe
+    layers.add_module("pe", module)
     try:
         yield model
     finally:
-        embeddings.make_embedding.add_module("pe", original)
+        layers.add_module("pe", original)

@@ -13,8 +13,8 @@ def heatmap(values, row_labels, col_labels, path, title, xlabel, ylabel, vmin=No
     rows, cols = len(row_labels), len(col_labels)
     fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * cols + 2.5), max(3.5, 0.6 * rows + 1.8)))
     image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(cols), col_labels, rotation=45 if max(map(len, col_labels)) > 4 else 0, ha="right"
-                  if max(map(len, col_labels)) > 4 else "center")
+    tilted = max(map(len, col_labels)) > 4
+    ax.set_xticks(range(cols), col_labels, rotation=45 if tilted else 0, ha="right" if tilted else "center")
     ax.set_yticks(range(rows), row_labels)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -32,10 +32,7 @@ def heatmap(values, row_labels, col_labels, path, title, xlabel, ylabel, vmin=No
                 dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # perceived luminance
                 ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8,
                         color="white" if dark else "black")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def figure(width=6.5, height=4.0):

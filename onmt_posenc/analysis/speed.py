@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from onmt_posenc.analysis import models
+from onmt_posenc.analysis import labelled, models
 
 
 def training_step(model, batch):
@@ -37,11 +37,11 @@ def throughput(loaded_models, src_lines, tgt_lines, batches=8, rounds=3, max_tok
             raise ValueError(f"{label} has other vocabularies than the first model: not the same batches")
         loaded.model.train()
         training_step(loaded.model, chosen[0])  # warm-up
+    padding = models.padding_id(some.model, "tgt")
+    tokens = rounds * sum(int(batch["srclen"].sum()) + int((batch["tgt"][:, 1:] != padding).sum()) for batch in chosen)
     seconds = dict.fromkeys(loaded_models, 0.0)
-    tokens = 0
     for _ in range(rounds):
         for batch in chosen:
-            tokens += int(batch["srclen"].sum()) + int((batch["tgt"][:, 1:] != models.padding_id(some.model, "tgt")).sum())
             for label, loaded in loaded_models.items():
                 start = time.perf_counter()
                 training_step(loaded.model, batch)
@@ -68,12 +68,7 @@ def add_arguments(parser):
 
 
 def main(args):
-    paths = {}
-    for pair in args.model:
-        label, sep, path = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--model expects LABEL=CHECKPOINT, got {pair!r}")
-        paths[label] = path
+    paths = labelled(args.model, "model", "CHECKPOINT")
     baseline = args.baseline or next(iter(paths))
     if baseline not in paths:
         raise SystemExit(f"--baseline {baseline!r} is not one of the --model labels {sorted(paths)}")
