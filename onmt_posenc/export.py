@@ -2,8 +2,9 @@
 
 `onmt_release_model --format ctranslate2` and `ctranslate2.converters.OpenNMTPyConverter`
 build a CTranslate2 model from an OpenNMT-py checkpoint in
-`ctranslate2.converters.opennmt_py`. `install()` (run by `onmt_posenc.plugin`) wraps
-three of its functions so that they export what `onmt_translate` computes:
+`ctranslate2.converters.opennmt_py`. `install()` (run by `onmt_posenc.startup` once
+that module is imported) wraps four of its functions so that they export what
+`onmt_translate` computes:
 
 - Absolute positions. CTranslate2 computes `embedding * scale + table[position]`
   per side. The table and the scale are read off the side's own position module
@@ -88,14 +89,13 @@ def model_options(checkpoint_opt):
     return options.resolve_attention_options(model_opt)
 
 
-def _position_module(model_opt, variables, side):
+def _position_module(model_opt, variables, side, dim):
     """The side's position module as `onmt_translate` builds it, with the
     checkpoint's buffers, in evaluation mode."""
     from onmt.modules import Embeddings
 
     from onmt_posenc.plugin import install_position_encoding
 
-    dim = model_opt.enc_hid_size if side == "src" else model_opt.dec_hid_size
     holder = Embeddings(dim, word_vocab_size=1, word_padding_idx=0)
     install_position_encoding(holder, getattr(model_opt, f"{side}_position_encoding"), model_opt)
     module = getattr(holder.make_embedding, "pe", None)
@@ -110,9 +110,9 @@ def position_term(model_opt, variables, side):
     """Read the scale and the position table off the side's position module."""
     from onmt_posenc.positions import ONMT_TABLE_ROWS
 
-    module = _position_module(model_opt, variables, side)
+    dim = model_opt.enc_hid_size if side == "src" else model_opt.dec_hid_size
+    module = _position_module(model_opt, variables, side, dim)
     if module is None:  # the word embedding alone: scale 1, no position term
-        dim = model_opt.enc_hid_size if side == "src" else model_opt.dec_hid_size
         return PositionTerm(1.0, torch.zeros(ONMT_TABLE_ROWS, dim))
     if hasattr(module, "pe"):
         # SHAPE reads rows offset.. of its table, so that many fewer positions fit.

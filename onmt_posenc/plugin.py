@@ -27,7 +27,6 @@ def activate():
     _build_position_encodings()
     _build_relative_attention()
     _carry_target_phrases()
-    _export_to_ctranslate2()
     _load_checkpoints_safely()
 
 
@@ -261,15 +260,6 @@ def _carry_target_phrases():
             return stock_forward(self, source, step=step)
 
     Embeddings.forward = forward
-
-
-def _export_to_ctranslate2():
-    """CTranslate2's OpenNMT-py converter (`onmt_release_model --format ctranslate2`,
-    `ctranslate2.converters.OpenNMTPyConverter`) exports SHAPE offsets, per-side
-    encodings and Shaw's separate tables, and refuses what CTranslate2 cannot run."""
-    from onmt_posenc import export
-
-    export.install()
 
 
 def _load_checkpoints_safely():

@@ -338,8 +338,9 @@ def _unsupported(layer, attention, opt):
     return None
 
 
-def _replacement(stock, opt):
-    """Our attention for one stock module, reusing its parameters."""
+def _replacement(stock, self_attn_type, method, values):
+    """Our attention for one stock module, reusing its parameters
+    (`method`, `values`: the relative_attention and relative_values options)."""
     settings = dict(
         head_count=stock.head_count,
         model_dim=stock.linear_query.in_features,
@@ -348,16 +349,16 @@ def _replacement(stock, opt):
         add_qkvbias=stock.linear_query.bias is not None,
     )
     far = stock.max_relative_positions
-    fused = opt.self_attn_type != "scaled-dot"  # OpenNMT-py's name for the plain path
+    fused = self_attn_type != "scaled-dot"  # OpenNMT-py's name for the plain path
     # Built under a forked RNG: the model's parameter initialization (after
     # building) then draws exactly the numbers it draws for the stock model.
     with torch.random.fork_rng(devices=[]):
         if far == 0:
             attention = SelfAttention(**settings, fused=fused)
-        elif getattr(opt, "relative_attention", None) == "music":
+        elif method == "music":
             attention = MusicRelativeAttention(**settings, max_relative_positions=far, fused=fused)
         else:
-            separate = getattr(opt, "relative_values", None) == "separate"
+            separate = values == "separate"
             attention = ShawRelativeAttention(**settings, max_relative_positions=far, separate_values=separate)
             if not separate:
                 attention.relative_positions_embeddings = stock.relative_positions_embeddings
@@ -374,8 +375,8 @@ def install(model, opt):
     Layers whose configuration we do not implement keep OpenNMT-py's module,
     unless the chosen method exists only here (Music, separate value table).
     """
-    choice = (getattr(opt, "relative_attention", None), getattr(opt, "relative_values", None))
-    needs_ours = choice[0] == "music" or choice[1] == "separate"
+    method, values = getattr(opt, "relative_attention", None), getattr(opt, "relative_values", None)
+    needs_ours = method == "music" or values == "separate"
     installed = set()
     for layer in model.modules():
         if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):
@@ -385,13 +386,13 @@ def install(model, opt):
             continue
         reason = _unsupported(layer, stock, opt)
         if reason is None:
-            layer.self_attn = _replacement(stock, opt)
+            layer.self_attn = _replacement(stock, opt.self_attn_type, method, values)
             installed.add(type(layer.self_attn).__name__)
         elif needs_ours:
-            raise ValueError(f"relative_attention {choice[0]}, relative_values {choice[1]}: not available with {reason}")
+            raise ValueError(f"relative_attention {method}, relative_values {values}: not available with {reason}")
     if needs_ours and not installed:
         raise ValueError(
-            f"relative_attention {choice[0]}, relative_values {choice[1]}: needs a Transformer "
+            f"relative_attention {method}, relative_values {values}: needs a Transformer "
             "encoder-decoder model (encoder_type and decoder_type transformer)"
         )
     if installed:

@@ -28,16 +28,21 @@ def _activate_plugin():
     plugin.activate()
 
 
-def _import_onmt():
-    import onmt  # noqa: F401  (its import activates the plugin)
+def _prepare_converter():
+    import onmt  # noqa: F401  (its import activates the plugin: safe checkpoint loading)
+
+    from onmt_posenc import export
+
+    export.install()
 
 
-# Module -> what to do once it has been imported. CTranslate2's converter
-# command (`ct2-opennmt-py-converter`) never imports onmt itself, yet reads
-# OpenNMT-py checkpoints: it needs the safe loading and the export.
+# Module -> what to do once it has been imported. CTranslate2's OpenNMT-py
+# converter (`onmt_release_model --format ctranslate2`, `ct2-opennmt-py-converter`,
+# `OpenNMTPyConverter`) reads OpenNMT-py checkpoints: it needs the safe loading
+# and the export, and only it does, so other commands never import CTranslate2.
 AFTER_IMPORT = {
     "onmt": _activate_plugin,
-    "ctranslate2.converters.opennmt_py": _import_onmt,
+    "ctranslate2.converters.opennmt_py": _prepare_converter,
 }
 
 

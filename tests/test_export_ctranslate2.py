@@ -22,10 +22,8 @@ import pytest
 import torch
 from conftest import REPO, SHARED_DATA, command, head, run, write_yaml
 from ctranslate2.converters import OpenNMTPyConverter
-from onmt import opts
-from onmt.bin.translate import translate
+from onmt.bin.translate import _get_parser, translate
 from onmt.modules.embeddings import PositionalEncoding
-from onmt.utils.parse import ArgumentParser
 
 from onmt_posenc import export
 
@@ -172,9 +170,7 @@ def onmt_translations(workdir, checkpoints, sources):
     def translations(name, beam):
         if (name, beam) not in done:
             output = workdir / f"{name}.beam{beam}.onmt"
-            parser = ArgumentParser()
-            opts.translate_opts(parser)
-            translate(parser.parse_args([
+            translate(_get_parser().parse_args([
                 "-model", str(checkpoints[name]), "-src", str(sources), "-output", str(output),
                 "-beam_size", str(beam), "-length_penalty", "none",
                 "-max_length", str(MAX_LENGTH), "-max_length_ratio", "0",

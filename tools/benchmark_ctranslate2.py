@@ -20,7 +20,7 @@ from pathlib import Path
 
 import onmt  # noqa: F401  (activates the extension)
 import torch
-from onmt import opts
+from onmt.bin.translate import _get_parser
 from onmt.inference_engine import InferenceEnginePY
 from onmt.utils.parse import ArgumentParser
 
@@ -56,9 +56,7 @@ def best_time(run, repeats):
 
 def time_onmt(args, checkpoint_path, workdir):
     output = Path(workdir) / "onmt.out"
-    parser = ArgumentParser()
-    opts.translate_opts(parser)
-    opt = parser.parse_args([
+    opt = _get_parser().parse_args([
         "-model", str(checkpoint_path), "-src", str(args.src_head), "-output", str(output),
         "-beam_size", str(args.beam), "-batch_size", str(args.batch_size), "-batch_type", "sents",
         "-length_penalty", "none", "-max_length", str(args.max_length), "-max_length_ratio", "0",
