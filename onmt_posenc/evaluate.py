@@ -9,41 +9,91 @@ and scored against the raw references with sacreBLEU's defaults (mixed case,
 both patterns stands for each of --years; the table ends with the macro
 average over the dev years (2010-2013) and over the test years (2014-2016).
 
-INTERPOLATE: score the joined translations against the joined references
-(newstest{year}.interp.de); each separator-delimited segment is detokenized on
-its own and the separators are kept, as in the references.
+INTERPOLATE (joined sets, "X1 <sep> X2 ..."): the separators are removed from
+translations and references before scoring, so BLEU counts words only
+(sacreBLEU's 13a would split `<sep>` into three tokens that nearly always
+match). `split_scores` also scores the sentences one by one after splitting
+each line at its separators, and counts the lines whose separators do not
+match their reference's.
+
+The same functions score the runner's evaluation sets (onmt_posenc.runner).
 """
 import sys
+from typing import NamedTuple
 
 from sacrebleu.metrics import BLEU
 
-from onmt_posenc.interpolate import DEFAULT_SEP, join_segments, read_lines, split_segments
-from onmt_posenc.prepare_wmt16 import DEV_YEARS, TEST_YEARS, YEARS, tokenizer
+from onmt_posenc.interpolate import DEFAULT_SEP, fit_to_slots, read_lines, split_segments
+from onmt_posenc.tokenization import tokenizer
+
+YEARS = tuple(range(2010, 2017))
+DEV_YEARS = (2010, 2011, 2012, 2013)
+TEST_YEARS = (2014, 2015, 2016)
 
 
 class EvaluateError(ValueError):
     pass
 
 
-def detokenize(line, detokenizer, sep=DEFAULT_SEP):
-    """One hypothesis line back to plain text, segment by segment around separators."""
-    segments = [detokenizer.detokenize(segment).split() for segment in split_segments(line.split(), sep)]
-    return " ".join(join_segments(segments, sep))
+class Bleu(NamedTuple):
+    score: float
+    length_ratio: float  # hypothesis length / reference length (sacreBLEU's, in 13a tokens)
+    signature: str
 
 
-def score_lines(hyps, refs, sep=DEFAULT_SEP):
-    """(BLEU score, sacreBLEU signature) of tokenized hypothesis lines against raw reference lines."""
+def hypothesis_segments(line, detokenizer, sep=DEFAULT_SEP):
+    """The sentences of one hypothesis line (one unless joined), each detokenized to plain text."""
+    return [detokenizer.detokenize(segment) for segment in split_segments(line.split(), sep)]
+
+
+def reference_segments(line, sep=DEFAULT_SEP):
+    return [" ".join(segment) for segment in split_segments(line.split(), sep)]
+
+
+def _bleu(hyps, refs):
+    if len(hyps) != len(refs):
+        raise EvaluateError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    if not hyps:
+        raise EvaluateError("no sentences to score")
+    metric = BLEU()
+    score = metric.corpus_score(hyps, [refs])
+    return Bleu(score.score, score.sys_len / max(score.ref_len, 1), str(metric.get_signature()))
+
+
+def corpus_bleu(hyps, refs, sep=DEFAULT_SEP):
+    """BLEU of tokenized hypothesis lines against raw reference lines, separators removed."""
     detokenizer = tokenizer()
-    bleu = BLEU()
-    return bleu.corpus_score([detokenize(line, detokenizer, sep) for line in hyps], [list(refs)]), bleu.get_signature()
+    return _bleu([" ".join(hypothesis_segments(line, detokenizer, sep)) for line in hyps],
+                 [" ".join(reference_segments(line, sep)) for line in refs])
+
+
+def split_scores(hyps, refs, sep=DEFAULT_SEP):
+    """Joined lines split at their separators and scored sentence by sentence.
+
+    A hypothesis with more or fewer separators than its reference still gives
+    exactly the reference's number of sentences (interpolate.fit_to_slots), so
+    the other sentences keep their place; such lines are counted."""
+    if len(hyps) != len(refs):
+        raise EvaluateError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    detokenizer = tokenizer()
+    hyp_sentences, ref_sentences, mismatched = [], [], 0
+    for hyp, ref in zip(hyps, refs):
+        ref_segments = reference_segments(ref, sep)
+        segments = split_segments(hyp.split(), sep)
+        mismatched += len(segments) != len(ref_segments)
+        hyp_sentences += [detokenizer.detokenize(s) for s in fit_to_slots(segments, len(ref_segments))]
+        ref_sentences += ref_segments
+    bleu = _bleu(hyp_sentences, ref_sentences)
+    return {"bleu": bleu.score, "length_ratio": bleu.length_ratio, "sentences": len(ref_sentences),
+            "lines": len(refs), "separator_mismatches": mismatched}
 
 
 def score_files(hyp_path, ref_path, sep=DEFAULT_SEP):
-    """score_lines of a tokenized hypothesis file against a raw reference file."""
+    """corpus_bleu of a tokenized hypothesis file against a raw reference file."""
     hyps, refs = read_lines(hyp_path), read_lines(ref_path)
     if len(hyps) != len(refs):
         raise EvaluateError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
-    return score_lines(hyps, refs, sep)
+    return corpus_bleu(hyps, refs, sep)
 
 
 def table(scores):
@@ -81,12 +131,18 @@ def main(args):
     scores, signature = {}, None
     try:
         if not per_year:
-            score, signature = score_files(args.hyp, args.ref, args.sep)
-            print(score.format(signature=str(signature)))
+            bleu = score_files(args.hyp, args.ref, args.sep)
+            print(f"BLEU = {bleu.score:.2f} (hyp/ref length {bleu.length_ratio:.3f}; {bleu.signature})")
+            refs = read_lines(args.ref)
+            if any(args.sep in line.split() for line in refs):
+                split = split_scores(read_lines(args.hyp), refs, args.sep)
+                print(f"split into {split['sentences']} sentences: BLEU = {split['bleu']:.2f}; "
+                      f"{split['separator_mismatches']} of {split['lines']} lines had a wrong number of "
+                      f"separators")
             return 0
         for year in args.years:
-            score, signature = score_files(args.hyp.format(year=year), args.ref.format(year=year), args.sep)
-            scores[year] = score.score
+            bleu = score_files(args.hyp.format(year=year), args.ref.format(year=year), args.sep)
+            scores[year], signature = bleu.score, bleu.signature
     except (EvaluateError, OSError) as error:
         print(f"onmt-posenc evaluate: error: {error}", file=sys.stderr)
         return 2

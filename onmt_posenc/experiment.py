@@ -11,14 +11,21 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
       rpe: {position_encoding: false, max_relative_positions: 16}
     baseline: ape                    # gains and speeds are relative to it (default: the first method)
     data:                            # data settings: label -> files (relative to this file)
-      toy-ende:
+      vanilla:
         train: {src: train.en, tgt: train.de}
         valid: {src: dev.en, tgt: dev.de, lines: 500}     # onmt_train's validation set
         eval:                                            # sets translated and scored
           valid: {src: dev.en, tgt: dev.de, lines: 500}  # lines: the first N lines only
           test: {src: test.bpe.en, tgt: test.bpe.de, ref: test.de}  # ref: raw text for BLEU
           concat: {src: test.en, tgt: test.de, join: 2}  # join: N sentences per line, with <sep>
-        settings: {}                 # OpenNMT-py keys of this data setting (e.g. filtertoolong)
+        settings: {}                 # OpenNMT-py keys of this data setting
+      extrapolate:
+        folder: ../../data/multi30k  # the files of `--data FOLDER` (see folder_data)
+        extrapolate: 50              # EXTRAPOLATE: training pairs longer than 50 tokens on either side dropped
+      interpolate:
+        folder: ../../data/multi30k
+        interpolate: 10              # INTERPOLATE: 10 adjacent pairs joined with <sep>, in training,
+                                     # validation and every evaluation set
       synthetic:
         synthetic: {seed: 1}         # generated offline (onmt_posenc.synthetic), nothing else needed
     grid:                            # the runs are the product of these axes
@@ -35,15 +42,22 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
       shift_invariance: {set: valid, offsets: [0, 100, 250, 500], sentences: 200}
       swapped: {set: concat}
       token_nll: {set: test}
-      speed: {set: valid, batches: 8, rounds: 3}
       position_ablation: {set: valid, sentences: 200}
 
 Each run's OpenNMT-py config is, later keys winning: the recipe, `settings`,
-the data setting's `settings`, the method's keys, K, the seed, and the paths
-the runner owns (data, vocabularies, save_model).
+the data setting's `settings`, the method's keys, K, the seed, and what the
+runner owns: the corpora with the data setting's transforms (EXTRAPOLATE:
+`filtertoolong` on the training corpus only; INTERPOLATE: `concat_pairs` on the
+training and validation corpora), their options, vocabularies and save_model.
+An experiment key the runner would override, or a recipe corpus whose
+transforms it would drop, is an error naming the key and the file.
 
-`--data FOLDER` runs the same experiment on a folder of real files instead of
-its `data` (see `folder_data`).
+Relative training speed is measured in every run (see runner.training_speed);
+there is no speed analysis to ask for.
+
+`--data FOLDER` runs the same experiment on a folder of real files: every data
+setting takes its files from the folder (see `folder_data`) and keeps its
+EXTRAPOLATE/INTERPOLATE choice and settings.
 """
 import itertools
 from dataclasses import dataclass, field
@@ -52,6 +66,7 @@ from pathlib import Path
 import yaml
 
 from onmt_posenc.config_include import merged_mapping
+from onmt_posenc.interpolate import DEFAULT_SEP
 from onmt_posenc.synthetic import EVAL_SETS, SyntheticTask
 
 TOP_KEYS = {"name", "output", "recipe", "settings", "methods", "baseline", "data", "grid", "evaluation", "analyses"}
@@ -61,7 +76,6 @@ ANALYSES = {
     "shift_invariance": {"set": None, "offsets": [0, 100, 250, 500], "sentences": 200},
     "swapped": {"set": "concat", "sep": "<sep>"},
     "token_nll": {"set": None, "position_width": 10, "frequency_bins": 4},
-    "speed": {"set": None, "batches": 8, "rounds": 3},
     "position_ablation": {"set": None, "sentences": 200},
 }
 # `--data FOLDER`: OpenNMT-py's quickstart layout, as in its toy-ende data.
@@ -69,7 +83,14 @@ FOLDER_FILES = ("src-train.txt", "tgt-train.txt", "src-val.txt", "tgt-val.txt", 
 # Evaluation sets cut to their first lines, to keep translation affordable on a CPU.
 FOLDER_VALID_LINES, FOLDER_TEST_LINES = 500, 1000
 # Keys the runner sets in every run's config; an experiment cannot set them.
-RUNNER_KEYS = ("data", "save_data", "src_vocab", "tgt_vocab", "save_model", "log_file", "overwrite", "train_from")
+RUNNER_KEYS = ("data", "save_data", "src_vocab", "tgt_vocab", "save_model", "log_file", "overwrite", "train_from",
+               "dump_samples")
+# Keys each data setting's transforms own (see data_setting_keys).
+EXTRAPOLATE_KEYS = ("src_seq_length", "tgt_seq_length")
+INTERPOLATE_KEYS = ("concat_n", "concat_sep")
+# Transforms that the runner puts on the right corpora; in a global `transforms`
+# they would reach the validation corpus too.
+SETTING_TRANSFORMS = {"filtertoolong": "extrapolate", "concat_pairs": "interpolate"}
 
 
 class ExperimentError(ValueError):
@@ -93,6 +114,23 @@ class DataSetting:
     eval_sets: dict = field(default_factory=dict)  # name -> FilePair
     settings: dict = field(default_factory=dict)
     synthetic: SyntheticTask = None  # generated: train, valid and eval sets come from it
+    extrapolate: int = None  # EXTRAPOLATE: the longest training pair kept, in tokens per side
+    interpolate: int = None  # INTERPOLATE: sentences joined per example
+
+    @property
+    def kind(self):
+        """The SHAPE paper's name of this data setting."""
+        return "EXTRAPOLATE" if self.extrapolate else "INTERPOLATE" if self.interpolate else "VANILLA"
+
+
+def data_setting_keys(setting):
+    """The OpenNMT-py options of a data setting's transforms (see runner.corpora)."""
+    if setting.extrapolate:
+        # filtertoolong drops a target longer than tgt_seq_length - 2 (room for <s> and </s>)
+        return {"src_seq_length": setting.extrapolate, "tgt_seq_length": setting.extrapolate + 2}
+    if setting.interpolate:
+        return {"concat_n": setting.interpolate, "concat_sep": DEFAULT_SEP}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -161,6 +199,32 @@ def _reject_runner_keys(keys, where, path):
         _fail(path, f"{where} sets {sorted(owned)}, which the runner sets for every run")
 
 
+def _reject_recipe_corpus_transforms(recipe, recipe_path, path):
+    """The runner replaces the recipe's corpora by the data settings' files; what a
+    recipe corpus does beyond naming files would be lost without a word."""
+    for name, corpus in (recipe.get("data") or {}).items():
+        extra = {key: value for key, value in (corpus or {}).items()
+                 if key not in ("path_src", "path_tgt") and value not in (None, [])}
+        if extra:
+            _fail(path, f"recipe {recipe_path}: corpus {name!r} sets {sorted(extra)}, which the runner would drop "
+                        "(it replaces the recipe's corpora by the data settings); use a recipe without them and "
+                        "say it in the data setting: `extrapolate: N` or `interpolate: N`")
+
+
+def _reject_overridden_keys(layers, data, path):
+    """Keys that a data setting's transforms own, or transforms the runner places itself."""
+    for where, keys in layers + [(f"data.{label}.settings", s.settings) for label, s in data.items()]:
+        for name in keys.get("transforms") or []:
+            if name in SETTING_TRANSFORMS:
+                _fail(path, f"{where} lists the transform {name!r}, which would reach the validation corpus "
+                            f"too; declare `{SETTING_TRANSFORMS[name]}: N` on a data setting instead")
+        for label, setting in data.items():
+            owned = set(keys) & set(data_setting_keys(setting))
+            if owned:
+                _fail(path, f"{where} sets {sorted(owned)}, which data.{label}.{setting.kind.lower()} sets "
+                            "for its runs")
+
+
 def _file_pair(spec, base, path, where):
     spec = _mapping(spec, path, where)
     unknown = set(spec) - {"src", "tgt", "ref", "lines", "join"}
@@ -174,33 +238,60 @@ def _file_pair(spec, base, path, where):
                     spec.get("lines"), spec.get("join"))
 
 
-def _data_setting(label, spec, base, path):
+def _positive(value, path, where):
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        _fail(path, f"{where} must be a positive integer, got {value!r}")
+    return value
+
+
+def _data_setting(label, spec, base, path, folder=None):
+    """A data setting from its mapping; `folder` (--data) replaces where its files come from."""
     spec = _mapping(spec, path, f"data.{label}")
+    known = {"train", "valid", "eval", "synthetic", "folder", "settings", "extrapolate", "interpolate"}
+    unknown = set(spec) - known
+    if unknown:
+        _fail(path, f"data.{label}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
     settings = _mapping(spec.get("settings"), path, f"data.{label}.settings")
-    if "synthetic" in spec:
-        extra = set(spec) - {"synthetic", "settings"}
+    shape = {key: _positive(spec.get(key), path, f"data.{label}.{key}") for key in ("extrapolate", "interpolate")}
+    if shape["extrapolate"] and shape["interpolate"]:
+        _fail(path, f"data.{label}: choose extrapolate or interpolate, not both")
+    sources = [key for key in ("train", "synthetic", "folder") if key in spec]
+    if folder is not None:
+        sources, spec = ["folder"], {"folder": folder}
+        base = Path.cwd()
+    if len(sources) != 1:
+        _fail(path, f"data.{label} needs one of train (with eval), synthetic or folder; got {sources or 'none'}")
+    if sources == ["synthetic"]:
+        extra = {"train", "valid", "eval"} & set(spec)
         if extra:
-            _fail(path, f"data.{label}: a synthetic data setting takes only synthetic and settings, not {sorted(extra)}")
+            _fail(path, f"data.{label}: a synthetic data setting has no files; remove {sorted(extra)}")
         try:
             task = SyntheticTask(**_mapping(spec["synthetic"], path, f"data.{label}.synthetic"))
         except (TypeError, ValueError) as error:
             _fail(path, f"data.{label}.synthetic: {error}")
-        return DataSetting(label, settings=settings, synthetic=task, eval_sets=dict.fromkeys(EVAL_SETS))
-    unknown = set(spec) - {"train", "valid", "eval", "settings"}
-    if unknown:
-        _fail(path, f"data.{label}: unknown keys {sorted(unknown)} (train, valid, eval, settings, or synthetic)")
-    if "train" not in spec or "eval" not in spec:
-        _fail(path, f"data.{label} needs train and eval (or synthetic)")
+        return DataSetting(label, settings=settings, synthetic=task, eval_sets=dict.fromkeys(EVAL_SETS), **shape)
+    if sources == ["folder"]:
+        extra = {"train", "valid", "eval"} & set(spec)
+        if extra:
+            _fail(path, f"data.{label}: a folder data setting takes its files from the folder; remove {sorted(extra)}")
+        spec = folder_data(base / spec["folder"], shape["interpolate"], path)
+    if "eval" not in spec:
+        _fail(path, f"data.{label} needs eval (the sets to translate and score)")
     eval_sets = {name: _file_pair(pair, base, path, f"data.{label}.eval.{name}")
                  for name, pair in _mapping(spec["eval"], path, f"data.{label}.eval").items()}
     if not eval_sets:
         _fail(path, f"data.{label}.eval names no evaluation set")
+    for name, pair in eval_sets.items():
+        if shape["interpolate"] and pair.join not in (None, shape["interpolate"]):
+            _fail(path, f"data.{label}.eval.{name}.join is {pair.join}, but interpolate joins every "
+                        f"evaluation set {shape['interpolate']} per line")
     return DataSetting(
         label,
         train=_file_pair(spec["train"], base, path, f"data.{label}.train"),
         valid=_file_pair(spec["valid"], base, path, f"data.{label}.valid") if "valid" in spec else None,
         eval_sets=eval_sets,
         settings=settings,
+        **shape,
     )
 
 
@@ -247,6 +338,8 @@ def expand_grid(recipe, settings, methods, data, grid, path):
 def _analyses(spec, eval_names, path):
     chosen = {}
     for name, options in _mapping(spec, path, "analyses").items():
+        if name == "speed":
+            _fail(path, "analyses.speed: training speed is measured in every run while it trains; remove it")
         if name not in ANALYSES:
             _fail(path, f"analyses: unknown analysis {name!r}; known: {sorted(ANALYSES)}")
         options = _mapping(options, path, f"analyses.{name}")
@@ -262,24 +355,30 @@ def _analyses(spec, eval_names, path):
     return chosen
 
 
-def folder_data(folder):
-    """The `data` mapping of `--data FOLDER`: one data setting named after the
-    folder, from files in OpenNMT-py's layout (FOLDER_FILES). Training on
-    train, validation on the first 500 val lines, evaluation on `valid` (the
-    same), `test` (the first 1000 test lines) and `concat` (those test lines
-    joined in pairs with <sep>: the swapped evaluation's input)."""
+def folder_data(folder, interpolate=None, path=None):
+    """The files of a folder in OpenNMT-py's layout (FOLDER_FILES), as a data setting's
+    mapping: training on train, validation on the first 500 val lines, evaluation on
+    `valid` (the same), `test` (the first 1000 test lines) and `concat` (those test
+    lines joined in pairs with <sep>, the swapped evaluation's input; under
+    INTERPOLATE every set is joined N per line, `concat` too). BLEU is computed
+    against `ref-val.txt` / `ref-test.txt` where the folder has them (raw text, as
+    `onmt-posenc prepare` writes them), else against the target files."""
     folder = Path(folder).resolve()
     missing = [name for name in FOLDER_FILES if not (folder / name).is_file()]
     if missing:
-        raise ExperimentError(f"--data {folder}: missing {', '.join(missing)}; the folder needs "
-                              f"OpenNMT-py's layout: {', '.join(FOLDER_FILES)}")
+        where = f"{path}: " if path else ""
+        raise ExperimentError(f"{where}data folder {folder}: missing {', '.join(missing)}; it needs "
+                              f"OpenNMT-py's layout ({', '.join(FOLDER_FILES)}), as `onmt-posenc prepare` writes it")
 
     def pair(part, **cut):
-        return {"src": str(folder / f"src-{part}.txt"), "tgt": str(folder / f"tgt-{part}.txt"), **cut}
+        files = {"src": str(folder / f"src-{part}.txt"), "tgt": str(folder / f"tgt-{part}.txt"), **cut}
+        if (folder / f"ref-{part}.txt").is_file():
+            files["ref"] = str(folder / f"ref-{part}.txt")
+        return files
 
     valid, test = pair("val", lines=FOLDER_VALID_LINES), pair("test", lines=FOLDER_TEST_LINES)
-    return {folder.name: {"train": pair("train"), "valid": valid,
-                          "eval": {"valid": valid, "test": test, "concat": {**test, "join": 2}}}}
+    return {"train": pair("train"), "valid": valid,
+            "eval": {"valid": valid, "test": test, "concat": {**test, "join": interpolate or 2}}}
 
 
 def add_arguments(parser):
@@ -315,8 +414,6 @@ def load(path, overrides=(), output=None, data_folder=None):
     base = path.resolve().parent
     name = mapping.get("name", path.stem)
     if data_folder is not None:
-        mapping["data"] = folder_data(data_folder)
-        _mapping(mapping.get("grid"), path, "grid").pop("data", None)
         name = f"{name}-{Path(data_folder).resolve().name}"
         mapping.pop("output", None)
 
@@ -326,6 +423,7 @@ def load(path, overrides=(), output=None, data_folder=None):
         if not recipe_path.is_file():
             _fail(path, f"recipe {mapping['recipe']} not found ({recipe_path})")
         recipe = merged_mapping(recipe_path)
+        _reject_recipe_corpus_transforms(recipe, recipe_path, path)
     settings = _mapping(mapping.get("settings"), path, "settings")
     methods = _mapping(mapping.get("methods"), path, "methods")
     if not methods:
@@ -338,13 +436,21 @@ def load(path, overrides=(), output=None, data_folder=None):
     if baseline not in methods:
         _fail(path, f"baseline {baseline!r} is not among methods: {sorted(methods)}")
 
-    data = {label: _data_setting(label, spec, base, path)
+    data = {label: _data_setting(label, spec, base, path, data_folder)
             for label, spec in _mapping(mapping.get("data"), path, "data").items()}
     if not data:
         _fail(path, "data: name at least one data setting")
     for label, setting in data.items():
         _reject_runner_keys(setting.settings, f"data.{label}.settings", path)
-    runs = expand_grid(recipe, settings, methods, data, _mapping(mapping.get("grid"), path, "grid"), path)
+    layers = [(f"recipe {mapping.get('recipe')}", recipe), ("settings", settings),
+              *((f"methods.{m}", k) for m, k in methods.items())]
+    _reject_overridden_keys(layers, data, path)
+    grid = _mapping(mapping.get("grid"), path, "grid")
+    if "K" in grid:
+        for label, keys in methods.items():
+            if "shape_max_shift" in keys:
+                _fail(path, f"methods.{label} sets shape_max_shift, which grid.K overrides; set one of them")
+    runs = expand_grid(recipe, settings, methods, data, grid, path)
 
     evaluation = _mapping(mapping.get("evaluation"), path, "evaluation")
     unknown = set(evaluation) - {"sets", "average_last", "translate"}
@@ -362,8 +468,6 @@ def load(path, overrides=(), output=None, data_folder=None):
         _fail(path, "evaluation.average_last must be a positive integer")
 
     analyses = _analyses(mapping.get("analyses"), eval_sets or common, path)
-    if "speed" in analyses and baseline not in {run.method for run in runs}:
-        _fail(path, f"analyses.speed compares against the baseline {baseline!r}, which the grid does not run")
     return Experiment(
         path=path,
         name=name,

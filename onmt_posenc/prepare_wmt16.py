@@ -37,13 +37,10 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-import pyonmttok
-
+from onmt_posenc.evaluate import DEV_YEARS, YEARS
 from onmt_posenc.interpolate import DEFAULT_N, DEFAULT_SEP, join_lines, read_lines, write_lines
+from onmt_posenc.tokenization import learn_joint_bpe, tokenizer
 
-YEARS = tuple(range(2010, 2017))
-DEV_YEARS = (2010, 2011, 2012, 2013)
-TEST_YEARS = (2014, 2015, 2016)
 LANGS = ("en", "de")
 BPE_MERGES = 32000
 # clean-corpus-n.perl 1 80 (and its default ratio 9), as in Google's wmt16_en_de.sh
@@ -58,12 +55,6 @@ TRAIN_CORPORA = (
 
 class PrepareError(RuntimeError):
     pass
-
-
-def tokenizer(bpe_codes=None):
-    """The tokenizer of the prepared data; its joiner marks let evaluate detokenize exactly."""
-    subwords = {"bpe_model_path": str(bpe_codes)} if bpe_codes else {}
-    return pyonmttok.Tokenizer("conservative", joiner_annotate=True, **subwords)
 
 
 # ---------------------------------------------------------------- download (needs internet)
@@ -176,11 +167,7 @@ def build(raw_dir, out_dir, merges=BPE_MERGES, threads=None):
         work = Path(work)
         clean_training_pairs(raw_dir, work, threads)
         print(f"learning joint BPE ({merges} merges)", flush=True)
-        learner = pyonmttok.BPELearner(tokenizer=tokenizer(), symbols=merges)
-        for lang in LANGS:
-            learner.ingest_file(str(work / f"train.clean.{lang}"))
-        learner.learn(str(out_dir / "bpe.codes"))
-        bpe = tokenizer(out_dir / "bpe.codes")
+        bpe = learn_joint_bpe([work / f"train.clean.{lang}" for lang in LANGS], merges, out_dir / "bpe.codes")
         for lang in LANGS:
             bpe.tokenize_file(str(work / f"train.clean.{lang}"), str(out_dir / f"train.bpe.{lang}"),
                               num_threads=threads)

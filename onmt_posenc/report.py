@@ -1,10 +1,13 @@
 """`onmt-posenc report EXPERIMENT.yaml`: merge the finished runs of an experiment
 (all shards) into results.json, results.csv and report.md with PNG plots.
 
-The report holds the SHAPE paper's tables and figures: BLEU per evaluation set
-with the relative training speed (Table 2's layout: data setting x method),
-BLEU and gain over the baseline by source length, the swapped evaluation,
-shift invariance of the encoder, token-level NLL comparison, and the position
+The report only reads what the runs measured and stored (result.json and
+analyses/*.json); it loads no model and times nothing. It opens with the SHAPE
+paper's claims and whether this batch reproduces them (see claims.py), then
+holds the paper's tables and figures: BLEU per evaluation set with the relative
+training speed (Table 2's layout: data setting x method), hypothesis/reference
+length, joined-set scores, BLEU, gain and length by source length, the swapped
+evaluation, shift invariance of the encoder, token-level NLL, and the position
 ablation. Analyses that compare methods use each method's run with the lowest
 seed; the BLEU table averages over seeds.
 """
@@ -14,26 +17,24 @@ import statistics
 import sys
 from pathlib import Path
 
-import torch
-
+from onmt_posenc import claims
 from onmt_posenc import experiment as experiments
-from onmt_posenc import runner
-from onmt_posenc.interpolate import read_lines
-from onmt_posenc.analysis import length_buckets, models, position_ablation, shift_invariance, speed, token_nll
+from onmt_posenc.analysis import length_buckets, position_ablation, shift_invariance, token_nll
+from onmt_posenc.runs import FAILURE, RESULT, read_json, run_dir, run_fields, write_json, write_text_atomically
 
 
 def collect(experiment):
     """One record per run of the grid: its result, its failure, or status 'missing'."""
     records = []
     for run in experiment.runs:
-        directory = runner.run_dir(experiment, run)
-        if (directory / runner.RESULT).is_file():
-            record = runner.read_json(directory / runner.RESULT)
-        elif (directory / runner.FAILURE).is_file():
-            record = runner.read_json(directory / runner.FAILURE)
+        directory = run_dir(experiment, run)
+        if (directory / RESULT).is_file():
+            record = read_json(directory / RESULT)
+        elif (directory / FAILURE).is_file():
+            record = read_json(directory / FAILURE)
         else:
             record = {"id": run.id, "status": "missing"}
-        record.update(runner.run_fields(run))
+        record.update(run_fields(run))
         record["dir"] = str(directory)
         records.append(record)
     return records
@@ -56,13 +57,35 @@ def baseline_label(experiment, chosen):
     return None
 
 
-def max_train_length(experiment, data, files):
-    """Longest training source length, capped by filtertoolong's src_seq_length if the runs use it."""
-    longest = length_buckets.max_length(files["train"][0])
-    config = next(run.config for run in experiment.runs if run.data == data)
-    if "filtertoolong" in (config.get("transforms") or []):
-        longest = min(longest, config.get("src_seq_length", 192))
-    return longest
+def relative_speeds(experiment, records):
+    """{data: {label: training tokens/s relative to the baseline}}, means over seeds."""
+    speeds = {}
+    for data in dict.fromkeys(r["data"] for r in records):
+        mean = {}
+        for label in dict.fromkeys(r["label"] for r in records if r["data"] == data):
+            measured = [r["training_speed"]["tokens_per_second"] for r in records
+                        if r["data"] == data and r["label"] == label and r["status"] == "finished"
+                        and r.get("training_speed")]
+            if measured:
+                mean[label] = statistics.mean(measured)
+        base = baseline_label(experiment, {label: next(r for r in records if r["label"] == label) for label in mean})
+        if base is not None:
+            speeds[data] = {label: value / mean[base] for label, value in mean.items()}
+    return speeds
+
+
+def per_run(records, name):
+    """(record, result) of every finished run that has this analysis."""
+    return [(r, read_json(Path(r["dir"]) / r["analyses"][name])) for r in records
+            if r["status"] == "finished" and name in r.get("analyses", {})]
+
+
+def mean_cell(values, digits=2):
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 class Report:
@@ -72,8 +95,7 @@ class Report:
         self.plots = self.out / "plots"
         self.plots.mkdir(parents=True, exist_ok=True)
         self.lines = []
-        self.batch = {}  # results of the analyses across runs, for results.json
-        self.prepared = {}  # data setting -> its files (runner.prepare_data), prepared once
+        self.batch = {"speed": relative_speeds(experiment, records)}  # cross-run results, for results.json
 
     def add(self, *lines):
         self.lines.extend(lines)
@@ -89,10 +111,14 @@ class Report:
     def data_settings(self):
         return list(dict.fromkeys(r["data"] for r in self.records))
 
-    def files(self, data):
-        if data not in self.prepared:
-            self.prepared[data] = runner.prepare_data(self.experiment.data[data], runner.data_dir(self.experiment, data))
-        return self.prepared[data]
+    def kind(self, data):
+        return self.experiment.data[data].kind
+
+    def finished(self, data, label):
+        return [r for r in self.records if r["data"] == data and r["label"] == label and r["status"] == "finished"]
+
+    def labels(self, data):
+        return list(dict.fromkeys(r["label"] for r in self.records if r["data"] == data))
 
     # --- sections -------------------------------------------------------------
 
@@ -107,106 +133,118 @@ class Report:
                  + (f", {len(failed)} failed" if failed else "")
                  + (f", {len(missing)} not run yet" if missing else "") + ".", "")
 
+    def claims_table(self):
+        rows = claims.evaluate(self.experiment, self.records, self.batch["speed"])
+        self.batch["claims"] = rows
+        self.add("## The SHAPE paper's claims in this batch", "",
+                 "Each finding of Kiyono et al. (2021), the paper's figure, this batch's figure, and whether "
+                 "it held here (computed from the results below; see onmt_posenc/claims.py for each test).", "")
+        self.table(["claim", "paper", "this batch", "held?"],
+                   [[row["claim"], row["paper"], row["measured"], row["held"]] for row in rows])
+
     def bleu_table(self):
         sets = self.experiment.eval_sets
         signature = next((r["bleu_signature"] for r in self.records if r["status"] == "finished"), "")
         self.add("## BLEU and relative training speed", "",
-                 f"sacreBLEU ({signature}) of the averaged checkpoints; mean ± standard deviation "
-                 "over seeds where a method has several. Speed: training tokens/s relative to "
-                 f"`{self.experiment.baseline}`, measured on the same batches (see Speed below).", "")
+                 f"sacreBLEU ({signature}) of the averaged checkpoints, on detokenized text with the `<sep>` "
+                 "separators removed; mean ± standard deviation over seeds where a method has several. "
+                 f"Speed: training tokens/s relative to `{self.experiment.baseline}` (see Training speed).", "")
         rows = []
         for data in self.data_settings():
-            ratios = self.batch.get("speed", {}).get(data, {}).get("relative", {})
-            labels = dict.fromkeys(r["label"] for r in self.records if r["data"] == data)
-            for label in labels:
-                runs = [r for r in self.records if r["data"] == data and r["label"] == label
-                        and r["status"] == "finished"]
-                cells = []
-                for name in sets:
-                    scores = [r["bleu"][name] for r in runs if name in r["bleu"]]
-                    if not scores:
-                        cells.append("–")
-                    elif len(scores) == 1:
-                        cells.append(f"{scores[0]:.2f}")
-                    else:
-                        cells.append(f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}")
-                speed_cell = f"x{ratios[label]:.2f}" if label in ratios else "–"
-                rows.append([data, label, len(runs), *cells, speed_cell])
-        self.table(["data", "method", "seeds", *sets, "speed"], rows)
+            for label in self.labels(data):
+                runs = self.finished(data, label)
+                cells = [mean_cell([r["bleu"][name] for r in runs if name in r["bleu"]]) for name in sets]
+                ratio = self.batch["speed"].get(data, {}).get(label)
+                rows.append([data, self.kind(data), label, len(runs), *cells, f"x{ratio:.2f}" if ratio else "–"])
+        self.table(["data", "setting", "method", "seeds", *sets, "speed"], rows)
 
-    def runs_table(self):
-        self.add("## Runs", "")
+    def length_ratio_table(self):
+        sets = self.experiment.eval_sets
+        rows = [[data, label, *(mean_cell([r["length_ratio"][name] for r in self.finished(data, label)
+                                           if name in r.get("length_ratio", {})]) for name in sets)]
+                for data in self.data_settings() for label in self.labels(data)]
+        self.add("## Hypothesis / reference length", "",
+                 "sacreBLEU's length ratio per set: below 1 the translations stop early, above 1 they run on.", "")
+        self.table(["data", "method", *sets], rows)
+
+    def joined_table(self):
         rows = []
         for r in self.records:
-            bleu = ", ".join(f"{k} {v:.2f}" for k, v in r.get("bleu", {}).items()) or "–"
-            note = r.get("error", "") if r["status"] != "finished" else "; ".join(
-                f"{k}: {v}" for k, v in r.get("analysis_errors", {}).items())
-            log = f" (log: `{r['log']}`)" if r.get("log") and str(r["log"]) not in note else ""
-            minutes = f"{r['seconds'] / 60:.1f}" if "seconds" in r else "–"
-            rows.append([r["id"], r["status"], bleu, minutes, (note + log).replace("|", "/") or "–"])
-        self.table(["run", "status", "BLEU", "minutes", "notes"], rows)
+            for name, joined in r.get("joined", {}).items():
+                rows.append([r["id"], name, joined["lines"], f"{r['bleu'][name]:.2f}", joined["sentences"],
+                             f"{joined['bleu']:.2f}", joined["separator_mismatches"]])
+        if not rows:
+            return
+        self.add("## Joined sets", "",
+                 "Sets whose lines join several sentences with `<sep>`: BLEU of the lines with the separators "
+                 "removed, BLEU of the sentences after splitting each translation at its separators "
+                 "(`onmt-posenc interpolate split`), and the lines whose translation has the wrong number of "
+                 "separators (split into the reference's number of sentences anyway).", "")
+        self.table(["run", "set", "lines", "BLEU", "sentences", "BLEU split", "wrong separators"], rows)
 
     def length_section(self, options):
-        self.add("## BLEU by source length", "",
-                 "Corpus BLEU per bucket of source length; shaded buckets (marked * in the table) "
-                 "hold lengths longer than any training example.", "")
+        self.add("## BLEU and length by source length", "",
+                 "Corpus BLEU and hypothesis/reference length per bucket of source length; shaded buckets "
+                 "(marked * in the table) hold lengths longer than any training source.", "")
         results = {}
         for data in self.data_settings():
-            chosen = first_seed_runs(self.records, data)
+            chosen = {label: r for label, r in first_seed_runs(self.records, data).items()
+                      if "length_buckets" in r.get("analyses", {})}
             if not chosen:
                 continue
-            files = self.files(data)
-            longest = max_train_length(self.experiment, data, files)
+            stored = {label: read_json(Path(r["dir"]) / r["analyses"]["length_buckets"]) for label, r in chosen.items()}
             base = baseline_label(self.experiment, chosen)
             for name in options["sets"]:
-                if name not in files["eval"]:
-                    continue
-                eval_set = files["eval"][name]
-                hyps = {label: read_lines(Path(r["dir"]) / "hyp" / f"{name}.txt") for label, r in chosen.items()}
-                result = length_buckets.bucket_bleu(read_lines(eval_set.src), read_lines(eval_set.ref),
-                                                    hyps, options["width"], longest, base)
+                result = length_buckets.compare({label: s[name] for label, s in stored.items()}, base)
                 results[f"{data}/{name}"] = result
+                longest = result["max_train_length"]
                 path = length_buckets.plot(result, self.plots / f"length_{data}_{name}.png",
-                                           f"{data} / {name}: BLEU by source length (longest training source: {longest})")
+                                           f"{data} / {name}: by source length (longest training source: {longest})")
                 self.add(f"### {data} / {name}", "")
                 self.image(path, f"BLEU by source length, {data} {name}")
-                header = ["length", "sentences", *(f"{label} BLEU" for label in hyps)]
+                labels = list(result["bleu"])
+                header = ["length", "sentences", *(f"{label} BLEU" for label in labels)]
                 header += [f"{label} gain" for label in result.get("gain", {})]
+                header += [f"{label} hyp/ref" for label in labels]
                 rows = []
                 for k, bucket in enumerate(result["buckets"]):
                     row = [bucket + (" *" if result["unseen"][k] else ""), result["counts"][k]]
-                    row += [f"{scores[k]:.1f}" for scores in result["bleu"].values()]
+                    row += [f"{result['bleu'][label][k]:.1f}" for label in labels]
                     row += [f"{gains[k]:+.1f}" for gains in result.get("gain", {}).values()]
+                    row += [f"{result['length_ratio'][label][k]:.2f}" for label in labels]
                     rows.append(row)
                 self.table(header, rows)
         self.batch["length_buckets"] = results
 
     def swapped_section(self):
         rows = [[r["id"], f"{a['original']:.2f}", f"{a['swapped']:.2f}", f"{a['drop']:.2f}", a["examples"]]
-                for r, a in self.per_run("swapped")]
+                for r, a in per_run(self.records, "swapped")]
         if not rows:
             return
         self.add("## Swapped evaluation", "",
-                 "BLEU of the first sentence X1 of each INTERPOLATE example, translated where it stands "
+                 "BLEU of the first sentence X1 of each joined example, translated where it stands "
                  "(Original) and after moving it to the end (Swapped). A small drop means the model "
                  "translates a sentence the same wherever it stands.", "")
         self.table(["run", "Original", "Swapped", "drop", "examples"], rows)
 
     def shift_section(self):
-        results = self.per_run("shift_invariance")
+        results = per_run(self.records, "shift_invariance")
         if not results:
             return
         self.add("## Shift invariance of the encoder", "",
                  "Mean cosine similarity of encoder states when all positions are offset by k. "
-                 "1.0 everywhere: the encoder does not depend on absolute positions.", "")
+                 "A model without absolute positions is 1.0 by construction (nothing to shift): "
+                 "that row is no measurement.", "")
         rows, images = [], []
         for record, result in results:
             path = self.plots / f"shift_{record['id'].replace('/', '_')}.png"
             shift_invariance.plot(result, path, f"Encoder shift invariance: {record['id']}")
             images.append((path, f"shift invariance {record['id']}"))
-            rows.append([record["id"], f"{result['mean_off_diagonal']:.3f}",
+            value = f"{result['mean_off_diagonal']:.3f}"
+            rows.append([record["id"], value if result["absolute_positions"] else f"{value} (by construction)",
+                         ", ".join(str(k) for k in result["offsets"]),
                          "yes" if result["absolute_positions"] else "no (relative only)"])
-        self.table(["run", "mean similarity across offsets", "absolute positions"], rows)
+        self.table(["run", "mean similarity across offsets", "offsets", "absolute positions"], rows)
         for path, alt in images:
             self.image(path, alt)
 
@@ -218,15 +256,11 @@ class Report:
             base = baseline_label(self.experiment, chosen)
             if base is None or len(chosen) < 2:
                 continue
-            files = self.files(data)
-            counts = token_nll.training_frequencies(files["train"][1])
-            tgt = models.read_lines(files["eval"][options["set"]].tgt)
-            nll = {label: runner.read_json(Path(r["dir"]) / r["analyses"]["token_nll"])["nll"]
-                   for label, r in chosen.items()}
+            stored = {label: read_json(Path(r["dir"]) / r["analyses"]["token_nll"]) for label, r in chosen.items()}
             for label in chosen:
                 if label == base:
                     continue
-                result = token_nll.compare(nll[label], nll[base], tgt, counts,
+                result = token_nll.compare(stored[label]["nll"], stored[base]["nll"], stored[base]["frequency"],
                                            options["position_width"], options["frequency_bins"])
                 name = f"{data}/{label}-vs-{base}"
                 results[name] = result
@@ -240,13 +274,13 @@ class Report:
                  "gives a lower NLL than the baseline, by decoder position and training frequency of "
                  "the token. Above 0.5: the method wins.", "")
         self.table(["comparison", "gold tokens", "share won"],
-                    [[name, r["tokens"], f"{r['share']:.3f}"] for name, r in results.items()])
+                   [[name, r["tokens"], f"{r['share']:.3f}"] for name, r in results.items()])
         for path, alt in images:
             self.image(path, alt)
         self.batch["token_nll"] = results
 
     def ablation_section(self):
-        results = self.per_run("position_ablation")
+        results = per_run(self.records, "position_ablation")
         if not results:
             return
         self.add("## Position ablation", "",
@@ -262,60 +296,45 @@ class Report:
             dim, self.plots / "sinusoids.png", enc_type=config.get("position_encoding_type", "SinusoidalInterleaved"))
         self.image(path, "sinusoid matrix")
 
-    def speed_section(self, options):
-        results = {}
+    def speed_table(self):
+        rows, machines = [], set()
         for data in self.data_settings():
-            chosen = first_seed_runs(self.records, data)
-            base = baseline_label(self.experiment, chosen)
-            if base is None:
-                continue
-            files = self.files(data)
-            eval_set = files["eval"][options["set"]]
-            cache = self.out / "analyses" / f"speed_{data}.json"
-            key = {label: [r["id"], Path(r["dir"], "averaged.pt").stat().st_mtime] for label, r in chosen.items()}
-            cached = runner.read_json(cache) if cache.is_file() else {}
-            if cached.get("models") == key:
-                results[data] = cached
-                continue
-            print(f"timing training steps of {', '.join(chosen)} on {data} / {options['set']}", file=sys.stderr)
-            loaded = {label: models.load_model(Path(r["dir"]) / "averaged.pt") for label, r in chosen.items()}
-            tokens_per_second = speed.throughput(loaded, models.read_lines(eval_set.src),
-                                                 models.read_lines(eval_set.tgt), options["batches"], options["rounds"])
-            results[data] = {"models": key, "baseline": base, "tokens_per_second": tokens_per_second,
-                             "relative": speed.relative(tokens_per_second, base),
-                             "torch_threads": torch.get_num_threads()}
-            cache.parent.mkdir(exist_ok=True)
-            runner.write_json(cache, results[data])
-        self.batch["speed"] = results
-
-    def speed_table(self, options):
-        if not self.batch.get("speed"):
+            for label in self.labels(data):
+                runs = [r for r in self.finished(data, label) if r.get("training_speed")]
+                machines.update(describe_machine(r["machine"]) for r in runs if r.get("machine"))
+                ratio = self.batch["speed"].get(data, {}).get(label)
+                rows.append([data, label, mean_cell([r["training_speed"]["tokens_per_second"] for r in runs], 0),
+                             f"x{ratio:.2f}" if ratio else "–", mean_cell([r["train_seconds"] / 60 for r in runs], 1)])
+        if not rows:
             return
-        self.add("## Speed", "",
-                 f"Training steps (forward, loss, backward; no optimizer update) of each method's "
-                 f"model on the same {options['batches']} batches of the `{options['set']}` set, "
-                 f"{options['rounds']} rounds, methods taking turns batch by batch.", "")
-        rows = []
-        for data, result in self.batch["speed"].items():
-            for label, value in result["tokens_per_second"].items():
-                rows.append([data, label, f"{value:.0f}", f"x{result['relative'][label]:.2f}",
-                             result["torch_threads"]])
-        self.table(["data", "method", "tokens/s", f"vs {self.experiment.baseline}", "torch threads"], rows)
+        self.add("## Training speed", "",
+                 "Measured in each run while onmt_train trained it (forward, backward and optimizer step, "
+                 "dropout on, on the same training data and batch settings for every method of a data setting): "
+                 "source + target tokens per second, the median over OpenNMT-py's report intervals after the "
+                 "first (warm-up). Runs ran one after another on "
+                 + ("; ".join(sorted(machines)) or "an unrecorded machine")
+                 + "; a busy machine slows whichever run it meets, so read ratios near 1 as equal.", "")
+        self.table(["data", "method", "tokens/s", f"vs {self.experiment.baseline}", "training minutes"], rows)
 
-    def per_run(self, name):
-        """(record, result) of every finished run that has this analysis."""
-        found = []
-        for record in self.records:
-            if record["status"] == "finished" and name in record.get("analyses", {}):
-                found.append((record, runner.read_json(Path(record["dir"]) / record["analyses"][name])))
-        return found
+    def runs_table(self):
+        self.add("## Runs", "")
+        rows = []
+        for r in self.records:
+            bleu = ", ".join(f"{k} {v:.2f}" for k, v in r.get("bleu", {}).items()) or "–"
+            note = r.get("error", "") if r["status"] != "finished" else "; ".join(
+                f"{k}: {v}" for k, v in r.get("analysis_errors", {}).items())
+            log = f" (log: `{r['log']}`)" if r.get("log") and str(r["log"]) not in note else ""
+            minutes = f"{r['seconds'] / 60:.1f}" if "seconds" in r else "–"
+            rows.append([r["id"], r["status"], bleu, minutes, (note + log).replace("|", "/") or "–"])
+        self.table(["run", "status", "BLEU", "minutes", "notes"], rows)
 
     def write(self):
         analyses = self.experiment.analyses
-        if "speed" in analyses:
-            self.speed_section(analyses["speed"])
         self.header()
+        self.claims_table()
         self.bleu_table()
+        self.length_ratio_table()
+        self.joined_table()
         if "length_buckets" in analyses:
             self.length_section(analyses["length_buckets"])
         if "swapped" in analyses:
@@ -326,36 +345,41 @@ class Report:
             self.token_section(analyses["token_nll"])
         if "position_ablation" in analyses:
             self.ablation_section()
-        if "speed" in analyses:
-            self.speed_table(analyses["speed"])
+        self.speed_table()
         self.runs_table()
         path = self.out / "report.md"
-        runner.write_text_atomically(path, "\n".join(self.lines) + "\n")
+        write_text_atomically(path, "\n".join(self.lines) + "\n")
         return path
+
+
+def describe_machine(machine):
+    gpus = f", GPU {', '.join(machine['gpus'])}" if machine.get("gpus") else ""
+    return f"{machine['cpu']} ({machine['cores']} cores{gpus}), torch {machine['torch']}"
 
 
 CSV_FIELDS = ["id", "data", "method", "K", "seed", "status"]
 
 
 def write_results(experiment, records, batch):
-    """results.json (every record and the cross-run analyses) and results.csv (one row per run)."""
+    """results.json (every record and the cross-run results) and results.csv (one row per run)."""
     out = Path(experiment.output)
-    runner.write_json(out / "results.json", {"experiment": str(experiment.path), "runs": records,
-                                             "across_runs": batch})
+    write_json(out / "results.json", {"experiment": str(experiment.path), "runs": records, "across_runs": batch})
     sets = list(dict.fromkeys(name for r in records for name in r.get("bleu", {})))
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(CSV_FIELDS + [f"bleu_{name}" for name in sets] + ["speed", "train_seconds", "log"])
+        writer.writerow(CSV_FIELDS + [f"bleu_{name}" for name in sets]
+                        + ["training_tokens_per_second", "speed", "train_seconds", "log"])
         for r in records:
-            ratio = batch.get("speed", {}).get(r["data"], {}).get("relative", {}).get(r["label"])
+            ratio = batch["speed"].get(r["data"], {}).get(r["label"])
             writer.writerow([r.get(k) for k in CSV_FIELDS]
                             + [f"{r['bleu'][n]:.2f}" if n in r.get("bleu", {}) else "" for n in sets]
-                            + [f"{ratio:.3f}" if ratio is not None else "", r.get("train_seconds", ""),
+                            + [f"{r['training_speed']['tokens_per_second']:.0f}" if r.get("training_speed") else "",
+                               f"{ratio:.3f}" if ratio is not None else "", r.get("train_seconds", ""),
                                r.get("log", "")])
 
 
 def write(experiment):
-    """Collect the runs, run the cross-run analyses, write results and report; returns report.md."""
+    """Collect the runs and write results and report; returns report.md."""
     records = collect(experiment)
     report = Report(experiment, records)
     path = report.write()

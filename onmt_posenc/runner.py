@@ -17,8 +17,8 @@ runs and retries the rest, so an interruption loses no finished run.
 `--shard i/n` runs every n-th run only (for n machines or cluster jobs);
 `onmt-posenc report` then merges whatever all shards finished into one report.
 """
-import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -27,106 +27,43 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import NamedTuple
 
 import yaml
 
 from onmt_posenc import experiment as experiments
-from onmt_posenc import interpolate, stock, synthetic
-from onmt_posenc.analysis.bleu import corpus_bleu
+from onmt_posenc import interpolate, report, stock
+from onmt_posenc.evaluate import corpus_bleu, split_scores
+from onmt_posenc.runs import (FAILURE, RESULT, data_dir, longest_training_source, prepare_data, read_json, run_dir,
+                              run_fields, write_json, write_text_atomically)
 
-RESULT = "result.json"
-FAILURE = "failure.json"
-# Analyses of one model, run right after its evaluation; the others compare runs (see report).
-PER_RUN_ANALYSES = ("shift_invariance", "position_ablation", "token_nll", "swapped")
-
-
-def write_text_atomically(path, text):
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+# Analyses of one model, run right after its evaluation; the report puts them side by side.
+PER_RUN_ANALYSES = ("length_buckets", "shift_invariance", "position_ablation", "token_nll", "swapped")
 
 
-def write_json(path, value):
-    write_text_atomically(path, json.dumps(value, indent=1) + "\n")
-
-
-def read_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-class EvalSet(NamedTuple):
-    src: Path
-    tgt: Path  # what the model reads (teacher forcing)
-    ref: Path  # what BLEU compares with
-
-
-def _require_file(path):
-    if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {path}")
-
-
-def _copy_lines(pair, directory, name):
-    """The files of `pair` in `directory`, cut to their first `lines` and joined `join` per line."""
-    copies = {}
-    for side in ("src", "tgt", "ref"):
-        source = getattr(pair, side)
-        if source is None:
-            continue
-        _require_file(source)
-        lines = interpolate.read_lines(source)[: pair.lines]
-        if pair.join:
-            lines = interpolate.join_lines(lines, pair.join, interpolate.DEFAULT_SEP)
-        copies[side] = directory / f"{name}.{side}"
-        write_text_atomically(copies[side], "".join(line + "\n" for line in lines))
-    return EvalSet(copies["src"], copies["tgt"], copies.get("ref", copies["tgt"]))
-
-
-def prepare_data(setting, directory):
-    """The files of a data setting: {"train": (src, tgt), "valid": (src, tgt) or None,
-    "eval": {name: EvalSet}}.
-
-    Synthetic data is generated here (once: the same task writes the same files);
-    eval sets are copied (cut, joined) into `directory`; training files are used
-    in place unless cut to their first lines."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    if setting.synthetic is not None:
-        marker = directory / "task.json"
-        wanted = json.dumps(setting.synthetic.__dict__, sort_keys=True)
-        if not marker.is_file() or marker.read_text(encoding="utf-8") != wanted:
-            synthetic.write_corpus(directory, setting.synthetic)
-            write_text_atomically(marker, wanted)
-        pair = {name: (directory / f"{name}.src", directory / f"{name}.tgt")
-                for name in ("train", *synthetic.EVAL_SETS)}
-        return {"train": pair["train"], "valid": pair["valid"],
-                "eval": {name: EvalSet(*pair[name], pair[name][1]) for name in synthetic.EVAL_SETS}}
-
-    def in_place_or_cut(pair, name):
-        if pair.lines or pair.join:
-            return _copy_lines(pair, directory, name)[:2]
-        _require_file(pair.src)
-        _require_file(pair.tgt)
-        return pair.src, pair.tgt
-
-    (directory / "eval").mkdir(exist_ok=True)
-    return {
-        "train": in_place_or_cut(setting.train, "train"),
-        "valid": in_place_or_cut(setting.valid, "valid") if setting.valid else None,
-        "eval": {name: _copy_lines(pair, directory / "eval", name) for name, pair in setting.eval_sets.items()},
-    }
-
-
-def run_config(run, files, run_dir):
-    """The run's OpenNMT-py config: its keys plus the paths the runner owns."""
-    config = {key: value for key, value in run.config.items() if key not in experiments.RUNNER_KEYS}
-    corpora = {"train": {"path_src": str(files["train"][0]), "path_tgt": str(files["train"][1])}}
+def corpora(setting, files, transforms):
+    """The `data` of a run's OpenNMT-py config: the setting's files with its transforms
+    after the config's own `transforms` (tokenization, say). EXTRAPOLATE filters the
+    training corpus only (dev unchanged, as in the paper); INTERPOLATE joins the
+    training and the validation corpus."""
+    train, valid = list(transforms), list(transforms)
+    if setting.extrapolate:
+        train.append("filtertoolong")
+    if setting.interpolate:
+        train.append("concat_pairs")
+        valid.append("concat_pairs")
+    data = {"train": {"path_src": str(files["train"][0]), "path_tgt": str(files["train"][1]), "transforms": train}}
     if files["valid"]:
-        corpora["valid"] = {"path_src": str(files["valid"][0]), "path_tgt": str(files["valid"][1])}
+        data["valid"] = {"path_src": str(files["valid"][0]), "path_tgt": str(files["valid"][1]), "transforms": valid}
+    return data
+
+
+def run_config(run, setting, files, run_dir):
+    """The run's OpenNMT-py config: its keys plus what the runner owns (corpora, the
+    data setting's transform options, vocabularies, save_model)."""
+    config = {key: value for key, value in run.config.items() if key not in experiments.RUNNER_KEYS}
+    config.update(experiments.data_setting_keys(setting))
     config.update(
-        data=corpora,
+        data=corpora(setting, files, config.get("transforms") or []),
         save_data=str(run_dir / "samples"),
         src_vocab=str(run_dir / "vocab.src"),
         save_model=str(run_dir / "model"),
@@ -135,6 +72,41 @@ def run_config(run, files, run_dir):
     if not config.get("share_vocab"):
         config["tgt_vocab"] = str(run_dir / "vocab.tgt")
     return config
+
+
+# OpenNMT-py's training report (onmt.utils.statistics.Statistics.output):
+# "Step 300/ 1000; acc: ...; 1523/1611 tok/s;     12 sec;"
+TRAIN_REPORT = re.compile(r"Step (\d+)/\s*(\d+);.*?([\d.]+)/\s*([\d.]+) tok/s;")
+
+
+def training_speed(log_path):
+    """Training throughput of a run from onmt_train's own reports: source + target
+    tokens per second over each report interval (forward, backward and optimizer
+    step, dropout on), the median over the intervals after the first (warm-up;
+    the median also ignores the intervals that held a validation or a save)."""
+    rates = []
+    for line in interpolate.read_lines(log_path):
+        found = TRAIN_REPORT.search(line)
+        if found:
+            rates.append(float(found.group(3)) + float(found.group(4)))
+    measured = rates[1:]
+    if not measured:
+        return None
+    return {"tokens_per_second": statistics.median(measured), "reports": len(measured)}
+
+
+def machine():
+    """What the runs ran on, for the report's speed column."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {"cpu": cpu, "cores": os.cpu_count(), "gpus": gpus, "torch": torch.__version__}
 
 
 def checkpoints(run_dir):
@@ -217,6 +189,7 @@ class RunExecutor:
 
     def __init__(self, experiment, run, files, run_dir, progress):
         self.experiment, self.run, self.files = experiment, run, files
+        self.setting = experiment.data[run.data]
         self.dir, self.progress = Path(run_dir), progress
         self.logs = self.dir / "logs"
         self._model = None
@@ -233,7 +206,9 @@ class RunExecutor:
         write_text_atomically(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         write_text_atomically(self.dir / "translate.yaml", yaml.safe_dump(self.experiment.translate, sort_keys=False))
         self.progress.say("build vocabulary")
-        self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1"], "build_vocab")
+        # -dump_samples: the training corpus as the transforms made it, in sample/, to check what was trained on
+        self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples"],
+                   "build_vocab")
         self.progress.start_training()
         train_started = time.time()
         self.stock("onmt_train", ["-config", self.dir / "config.yaml"], "train", _train_progress(self.progress))
@@ -246,20 +221,36 @@ class RunExecutor:
         self.progress.say(f"average {len(averaged)} checkpoint(s)")
         self.stock("onmt_average_models", ["-models", *averaged, "-output", self.dir / "averaged.pt"], "average")
         (self.dir / "hyp").mkdir(exist_ok=True)
-        bleu, hyps = {}, {}
+        scores, hyps = {}, {}
         for name, files in self.files["eval"].items():
             self.progress.say(f"translate {name}")
-            hyps[name] = self.translate(files.src, self.dir / "hyp" / f"{name}.txt")
-            bleu[name], signature = corpus_bleu(interpolate.read_lines(hyps[name]), interpolate.read_lines(files.ref))
-        self.progress.say("BLEU " + ", ".join(f"{name} {score:.2f}" for name, score in bleu.items()))
+            hyps[name] = interpolate.read_lines(self.translate(files.src, self.dir / "hyp" / f"{name}.txt"))
+            scores[name] = self.score(hyps[name], interpolate.read_lines(files.ref))
+        self.progress.say("BLEU " + ", ".join(f"{name} {score['bleu']:.2f}" for name, score in scores.items()))
         analyses, errors = self.analyses(hyps)
         return {
             **run_fields(self.run), "status": "finished",
-            "bleu": bleu, "bleu_signature": signature,
+            "bleu": {name: score["bleu"] for name, score in scores.items()},
+            "length_ratio": {name: score["length_ratio"] for name, score in scores.items()},
+            "joined": {name: score["joined"] for name, score in scores.items() if "joined" in score},
+            "bleu_signature": next(iter(scores.values()))["signature"],
+            "training_speed": training_speed(self.logs / "train.log"),
+            "machine": machine(),
+            "longest_training_source": longest_training_source(self.setting, self.files),
             "checkpoints_averaged": [p.name for p in averaged],
             "train_seconds": round(train_seconds, 1), "seconds": round(time.time() - started, 1),
             "analyses": analyses, "analysis_errors": errors, "config": config,
         }
+
+    @staticmethod
+    def score(hyps, refs):
+        """BLEU (separators removed) and length ratio; for joined sets also the BLEU of
+        the sentences split back and the count of lines with the wrong separators."""
+        bleu = corpus_bleu(hyps, refs)
+        score = {"bleu": bleu.score, "length_ratio": bleu.length_ratio, "signature": bleu.signature}
+        if any(interpolate.DEFAULT_SEP in line.split() for line in refs):
+            score["joined"] = split_scores(hyps, refs)
+        return score
 
     def analyses(self, hyps):
         """The per-run analyses; one that fails is recorded with its log, and the run still counts."""
@@ -269,13 +260,13 @@ class RunExecutor:
             if name not in self.experiment.analyses:
                 continue
             options = self.experiment.analyses[name]
-            files = self.files["eval"].get(options["set"])
-            if files is None:
-                errors[name] = f"data setting {self.run.data!r} has no eval set {options['set']!r}; skipped"
+            missing = [s for s in options.get("sets", [options.get("set")]) if s not in self.files["eval"]]
+            if missing:
+                errors[name] = f"data setting {self.run.data!r} has no eval set {missing[0]!r}; skipped"
                 continue
             self.progress.say(f"analysis {name}")
             try:
-                result = getattr(self, name)(options, files, hyps)
+                result = getattr(self, name)(options, hyps)
             except Exception as error:  # an analysis that breaks must not cost the run's BLEU
                 log = self.logs / f"analysis_{name}.log"
                 log.write_text(traceback.format_exc(), encoding="utf-8")
@@ -294,51 +285,52 @@ class RunExecutor:
             self._model = models.load_model(self.dir / "averaged.pt")
         return self._model
 
-    def shift_invariance(self, options, files, hyps):
+    def length_buckets(self, options, hyps):
+        from onmt_posenc.analysis import length_buckets
+
+        longest = longest_training_source(self.setting, self.files)
+        return {name: length_buckets.bucket_scores(interpolate.read_lines(self.files["eval"][name].src),
+                                                   interpolate.read_lines(self.files["eval"][name].ref),
+                                                   hyps[name], options["width"], longest)
+                for name in options["sets"]}
+
+    def shift_invariance(self, options, hyps):
         from onmt_posenc.analysis import models, shift_invariance
 
+        files = self.files["eval"][options["set"]]
         return shift_invariance.measure(self.model(), models.read_lines(files.src, options["sentences"]),
                                         options["offsets"])
 
-    def position_ablation(self, options, files, hyps):
+    def position_ablation(self, options, hyps):
         from onmt_posenc.analysis import models, position_ablation
 
+        files = self.files["eval"][options["set"]]
         return position_ablation.ablate(self.model(), models.read_lines(files.src, options["sentences"]),
                                         models.read_lines(files.tgt, options["sentences"]))
 
-    def token_nll(self, options, files, hyps):
-        """Per-sentence token NLLs, kept for the comparison across methods in the report."""
+    def token_nll(self, options, hyps):
+        """Per-sentence token NLLs and training frequencies, for the comparison across methods in the report."""
         from onmt_posenc.analysis import models, token_nll
 
-        nlls = token_nll.token_nlls(self.model(), models.read_lines(files.src), models.read_lines(files.tgt))
-        return {"set": options["set"], "nll": [None if n is None else [round(x, 5) for x in n] for n in nlls]}
+        files = self.files["eval"][options["set"]]
+        tgt = models.read_lines(files.tgt)
+        nlls = token_nll.token_nlls(self.model(), models.read_lines(files.src), tgt)
+        counts = token_nll.training_frequencies(self.files["train"][1])
+        return {"set": options["set"], "nll": [None if n is None else [round(x, 5) for x in n] for n in nlls],
+                "frequency": token_nll.gold_frequencies(tgt, counts)}
 
-    def swapped(self, options, files, hyps):
+    def swapped(self, options, hyps):
         from onmt_posenc.analysis import swapped
 
+        files = self.files["eval"][options["set"]]
         return swapped.analyse(files.src, files.ref, self.dir / "analyses" / "swapped", self.translate,
-                               options["sep"], original_hyp=hyps.get(options["set"]))
-
-
-def run_dir(experiment, run):
-    return experiment.output / run.id
-
-
-def data_dir(experiment, data):
-    """Where a data setting's prepared files go (see prepare_data)."""
-    return experiment.output / "data" / data
-
-
-def run_fields(run):
-    """What names a run in its result, its failure and the report."""
-    return {"id": run.id, "data": run.data, "method": run.method, "label": run.label, "K": run.shift,
-            "seed": run.seed}
+                               options["sep"], original_hyp=self.dir / "hyp" / f"{options['set']}.txt")
 
 
 def execute_run(experiment, run, files, progress):
     """Run one grid point unless finished; returns its record (finished or failed)."""
     directory = run_dir(experiment, run)
-    config = run_config(run, files, directory)
+    config = run_config(run, experiment.data[run.data], files, directory)
     if (directory / RESULT).is_file():
         result = read_json(directory / RESULT)
         if result.get("config") != config:
@@ -396,8 +388,6 @@ def add_arguments(parser):
 
 
 def main(args):
-    from onmt_posenc import report
-
     try:
         experiment = experiments.from_arguments(args)
         shard = experiments.parse_shard(args.shard) if args.shard else None
@@ -429,6 +419,5 @@ def main(args):
         same += "".join(f" --set {pair}" for pair in args.overrides)
         print(f"when every shard is done: onmt-posenc report {args.experiment}{same}", file=sys.stderr)
     else:
-        path = report.write(experiment)
-        print(f"report: {path}", file=sys.stderr)
+        print(f"report: {report.write(experiment)}", file=sys.stderr)
     return 1 if failed else 0

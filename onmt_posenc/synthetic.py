@@ -16,10 +16,11 @@ the SHAPE paper's INTERPOLATE data. The sets mirror its EXTRAPOLATE setting:
 
     train, valid  1 .. max_sentences sentences, kept only if the source has
                   at most max_train_length tokens (as EXTRAPOLATE drops long pairs)
-    test          1 .. test_sentences sentences, no length limit: most
-                  examples are longer than any training example
-    concat        exactly concat_sentences sentences within the training
-                  length, for the swapped evaluation
+    test          1 .. test_sentences sentences, at most max_test_length
+                  tokens (None: no limit): many examples are longer than any
+                  training example
+    concat        exactly concat_sentences sentences, at most max_test_length
+                  tokens, for the swapped evaluation
 
 Training examples hold a varying number of sentences, so "stop after n
 sentences" is no shortcut: a model must notice that the source is used up.
@@ -45,6 +46,7 @@ class SyntheticTask:
     max_sentences: int = 6
     max_train_length: int = 24
     test_sentences: int = 10
+    max_test_length: int = None
     concat_sentences: int = 2
     object_rate: float = 0.7
     adjective_rate: float = 0.4
@@ -58,8 +60,12 @@ class SyntheticTask:
         if self.concat_sentences < 1:
             raise ValueError("concat_sentences must be >= 1")
         # The longest sentence (DET ADJ NOUN VERB DET ADJ NOUN PREP DET ADJ NOUN) must fit.
-        if self.max_train_length < 11 * self.concat_sentences + self.concat_sentences - 1:
-            raise ValueError("max_train_length must fit concat_sentences of the longest sentence")
+        if self.max_train_length < 11:
+            raise ValueError("max_train_length must fit the longest sentence (11 tokens)")
+        if self.max_test_length is not None and \
+                self.max_test_length < max(self.max_train_length, 12 * self.concat_sentences - 1):
+            raise ValueError("max_test_length must be >= max_train_length and fit concat_sentences "
+                             "of the longest sentence")
 
 
 def _pseudo_words(rng, count, syllables, taken):
@@ -123,8 +129,8 @@ def generate(task):
     recipes = {  # set: (size, sentences per example, longest source or None)
         "train": (task.train_examples, lambda rng: rng.randint(1, task.max_sentences), short),
         "valid": (task.eval_examples, lambda rng: rng.randint(1, task.max_sentences), short),
-        "test": (task.eval_examples, lambda rng: rng.randint(1, task.test_sentences), None),
-        "concat": (task.eval_examples, lambda rng: task.concat_sentences, short),
+        "test": (task.eval_examples, lambda rng: rng.randint(1, task.test_sentences), task.max_test_length),
+        "concat": (task.eval_examples, lambda rng: task.concat_sentences, task.max_test_length),
     }
     sets = {}
     for name, (size, sentences, longest) in recipes.items():

@@ -3,15 +3,17 @@ resuming, a failing run kept apart, and shards merged into one report."""
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, TOY_ENDE, command, head, run, write_yaml
+from conftest import MULTI30K, REPO, TOY_ENDE, command, head, run, write_yaml
 
 from onmt_posenc import experiment as experiments
+from onmt_posenc.interpolate import join_lines, read_lines, write_lines
 
 DEMO = REPO / "recipes" / "experiments" / "demo.yaml"
 # The demo, scaled down: a few updates on a small synthetic corpus, short outputs.
@@ -19,7 +21,7 @@ SCALED_DOWN = [
     "settings.train_steps=16", "settings.save_checkpoint_steps=8", "settings.valid_steps=16",
     "settings.report_every=4", "settings.warmup_steps=8",
     "data.synthetic.synthetic.train_examples=600", "data.synthetic.synthetic.eval_examples=12",
-    "evaluation.translate.max_length=30", "analyses.speed.batches=2", "analyses.speed.rounds=1",
+    "evaluation.translate.max_length=30",
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LONG = 1800  # seconds: three small trainings and their evaluation, on a slow machine
@@ -72,11 +74,28 @@ def test_overrides_and_clear_errors(tmp_path):
         ({"settings": {"save_model": "x"}}, "runner sets"),
         ({"grid": {"methd": ["ape"]}}, "unknown axes"),
         ({"analyses": {"swaped": {}}}, "unknown analysis 'swaped'"),
+        ({"analyses": {"speed": {}}}, "measured in every run while it trains"),
         ({"baseline": "none"}, "baseline 'none'"),
+        # the runner places filtertoolong and concat_pairs on the right corpora itself
+        ({"settings": {"transforms": ["filtertoolong"]}}, "settings lists the transform 'filtertoolong'"),
+        ({"data": {"d": {"synthetic": {}, "extrapolate": 20}}, "settings": {"src_seq_length": 30}},
+         r"settings sets \['src_seq_length'\], which data.d.extrapolate sets"),
+        ({"data": {"d": {"synthetic": {}, "interpolate": 0}}}, "interpolate must be a positive integer"),
+        ({"data": {"d": {"synthetic": {}, "interpolate": 3, "extrapolate": 9}}}, "not both"),
+        ({"methods": {"shape": {"shape_max_shift": 9}}, "grid": {"K": [3]}}, "which grid.K overrides"),
     ]:
         with pytest.raises(experiments.ExperimentError, match=message) as error:
             experiments.load(experiment_file(tmp_path, **change))
         assert str(path) in str(error.value)
+
+
+@pytest.mark.parametrize("recipe", ["shape_interpolate.yaml", "ape_extrapolate.yaml"])
+def test_a_recipe_whose_corpora_have_transforms_is_refused(tmp_path, recipe):
+    """The runner replaces the recipe's corpora; their transforms would be lost without a word."""
+    path = experiment_file(tmp_path, recipe=str(REPO / "recipes" / recipe))
+    with pytest.raises(experiments.ExperimentError, match=r"corpus 'wmt16' sets \['transforms'\]") as error:
+        experiments.load(path)
+    assert str(path) in str(error.value) and recipe in str(error.value)
 
 
 def test_shards_split_the_runs_without_overlap(tmp_path):
@@ -89,11 +108,17 @@ def test_shards_split_the_runs_without_overlap(tmp_path):
             experiments.parse_shard(bad)
 
 
-@pytest.mark.parametrize("name", ["demo.yaml", "toy_ende.yaml"])
-def test_shipped_experiments_name_known_options_and_existing_files(name):
+@pytest.mark.parametrize("name, corpus, local_copy", [("demo.yaml", None, None), ("toy_ende.yaml", "toy-ende", TOY_ENDE),
+                                                    ("multi30k.yaml", "multi30k", MULTI30K)])
+def test_shipped_experiments_name_known_options_and_existing_files(tmp_path, name, corpus, local_copy):
+    """Each shipped experiment loads on the data its own `prepare` command makes (from a local copy here)."""
     from onmt_posenc.strict_config import known_option_names
 
-    loaded = experiments.load(REPO / "recipes" / "experiments" / name)
+    folder = None
+    if corpus:
+        folder = tmp_path / corpus
+        run([command("onmt-posenc"), "prepare", corpus, folder, "--from", local_copy])
+    loaded = experiments.load(REPO / "recipes" / "experiments" / name, data_folder=folder)
     for each in loaded.runs:
         assert set(each.config) <= known_option_names(), each.id
     assert set(loaded.translate) <= known_option_names()
@@ -103,34 +128,82 @@ def test_shipped_experiments_name_known_options_and_existing_files(name):
                 assert pair.src.is_file() and pair.tgt.is_file()
 
 
-def test_data_folder_replaces_the_files_data(tmp_path):
-    loaded = experiments.load(DEMO, data_folder=TOY_ENDE)
-    assert list(loaded.data) == ["toy-ende"] and loaded.output == Path("runs/demo-toy-ende")
-    assert [r.id for r in loaded.runs] == ["toy-ende/ape/seed1", "toy-ende/shape/seed1", "toy-ende/rpe/seed1"]
-    setting = loaded.data["toy-ende"]
-    assert setting.train.src == TOY_ENDE.resolve() / "src-train.txt" and setting.train.lines is None
-    assert set(setting.eval_sets) == {"valid", "test", "concat"} and setting.eval_sets["concat"].join == 2
-    (tmp_path / "src-train.txt").write_text("a\n")
-    with pytest.raises(experiments.ExperimentError, match="missing tgt-train.txt, src-val.txt"):
-        experiments.load(DEMO, data_folder=tmp_path)
+def test_data_folder_gives_every_data_setting_its_files(tmp_path):
+    multi30k = REPO / "recipes" / "experiments" / "multi30k.yaml"
+    folder = tmp_path / "m30k"
+    with pytest.raises(experiments.ExperimentError, match="missing src-train.txt") as error:
+        experiments.load(multi30k, data_folder=folder)
+    assert "onmt-posenc prepare" in str(error.value)
+    run([command("onmt-posenc"), "prepare", "multi30k", folder, "--from", MULTI30K])
+    loaded = experiments.load(multi30k, data_folder=folder)
+    assert loaded.output == Path("runs/multi30k-m30k")
+    assert {label: s.kind for label, s in loaded.data.items()} == {
+        "vanilla": "VANILLA", "extrapolate": "EXTRAPOLATE", "interpolate": "INTERPOLATE"}
+    for setting in loaded.data.values():
+        assert setting.train.src == folder.resolve() / "src-train.txt"
+        assert setting.eval_sets["test"].ref == folder.resolve() / "ref-test.txt"  # raw text for BLEU
+    assert loaded.data["vanilla"].eval_sets["concat"].join == 2
+    assert loaded.data["interpolate"].eval_sets["concat"].join == 10
 
 
-def test_demo_on_a_folder_of_real_files(tmp_path):
-    """The main command with `--data` on toy-ende files (cut short), APE only."""
+def test_data_settings_put_their_transforms_on_the_right_corpora(tmp_path):
+    """EXTRAPOLATE (filtertoolong on training only) and INTERPOLATE (concat_pairs on training
+    and validation, every evaluation set joined) through the stock commands, on real files."""
     folder = tmp_path / "toy"
     folder.mkdir()
-    for name, lines in [("train", 300), ("val", 20), ("test", 20)]:
+    for name, lines in [("train", 400), ("val", 21), ("test", 30)]:
         for side in ("src", "tgt"):
             head(TOY_ENDE / f"{side}-{name}.txt", folder / f"{side}-{name}.txt", lines)
+    mapping = yaml.safe_load(DEMO.read_text())
+    mapping["recipe"] = str(DEMO.parent / mapping["recipe"])
+    mapping["data"] = {"short": {"folder": str(folder), "extrapolate": 12},
+                       "joined": {"folder": str(folder), "interpolate": 3}}
+    mapping["grid"] = {"method": ["ape", "shape"]}
+    mapping["analyses"] = {"length_buckets": {"sets": ["test"], "width": 10}}
+    path = write_yaml(tmp_path / "settings.yaml", mapping)
     output = tmp_path / "out"
-    result = run([command("onmt-posenc"), "run", DEMO, "--data", folder, "--output", output,
-                  *overrides([*SCALED_DOWN, "grid.method=[ape]"])], cwd=REPO, timeout=LONG)
-    assert "[1/1 toy/ape/seed1] train step 16/16" in result.stderr
-    rows = list(csv.DictReader(open(output / "results.csv", encoding="utf-8")))
-    assert [(r["data"], r["method"], r["status"]) for r in rows] == [("toy", "ape", "finished")]
-    # the test set's 20 lines joined in pairs for the swapped evaluation
-    assert len((output / "data" / "toy" / "eval" / "concat.src").read_text().splitlines()) == 10
-    assert "| toy | ape | 1 |" in (output / "report.md").read_text(encoding="utf-8")
+    run([command("onmt-posenc"), "run", path, "--output", output, *overrides(SCALED_DOWN[:5])], cwd=REPO, timeout=LONG)
+
+    train = {side: read_lines(folder / f"{side}-train.txt") for side in ("src", "tgt")}
+    short = output / "short" / "ape" / "seed1"
+    config = yaml.safe_load((short / "config.yaml").read_text())
+    assert config["data"]["train"]["transforms"] == ["filtertoolong"]
+    assert config["data"]["valid"]["transforms"] == []  # dev unchanged
+    assert (config["src_seq_length"], config["tgt_seq_length"]) == (12, 14)
+    kept = [s for s, t in zip(train["src"], train["tgt"]) if len(s.split()) <= 12 and len(t.split()) <= 12]
+    assert 0 < len(kept) < len(train["src"])
+    assert read_lines(short / "sample" / "train.sample.src") == kept  # what onmt_build_vocab saw
+    assert read_lines(output / "data" / "short" / "eval" / "test.src") == read_lines(folder / "src-test.txt")
+
+    joined = output / "joined" / "ape" / "seed1"
+    config = yaml.safe_load((joined / "config.yaml").read_text())
+    assert config["data"]["train"]["transforms"] == ["concat_pairs"]
+    assert config["data"]["valid"]["transforms"] == ["concat_pairs"]
+    assert (config["concat_n"], config["concat_sep"]) == (3, "<sep>")
+    assert read_lines(joined / "sample" / "train.sample.src") == join_lines(train["src"], 3, "<sep>")
+    test_src = output / "data" / "joined" / "eval" / "test.src"
+    assert read_lines(test_src) == join_lines(read_lines(folder / "src-test.txt"), 3, "<sep>")
+
+    # A joined set's BLEU is sacreBLEU's on the same files with the separators removed.
+    result = json.loads((joined / "result.json").read_text())
+    plain = {}
+    for name, source in (("hyp", joined / "hyp" / "test.txt"), ("ref", output / "data" / "joined" / "eval" / "test.ref")):
+        plain[name] = tmp_path / f"{name}.plain"
+        write_lines(plain[name], [" ".join(t for t in line.split() if t != "<sep>") for line in read_lines(source)])
+    direct = float(run([command("sacrebleu"), plain["ref"], "-i", plain["hyp"], "-m", "bleu", "-b", "-w", "4"]).stdout)
+    assert result["bleu"]["test"] == pytest.approx(direct, abs=1e-4)
+    assert result["joined"]["test"]["lines"] == 10 and result["joined"]["test"]["sentences"] == 30
+    assert "test" not in json.loads((short / "result.json").read_text())["joined"]
+
+    # Training speed comes from onmt_train's own reports, in every run.
+    speeds = {label: json.loads((output / "joined" / label / "seed1" / "result.json").read_text())["training_speed"]
+              for label in ("ape", "shape")}
+    assert all(s["tokens_per_second"] > 0 and s["reports"] >= 1 for s in speeds.values())
+    report = (output / "report.md").read_text(encoding="utf-8")
+    ratio = speeds["shape"]["tokens_per_second"] / speeds["ape"]["tokens_per_second"]
+    assert f"| joined | INTERPOLATE | shape | 1 |" in report and f"x{ratio:.2f} |" in report
+    assert "## Joined sets" in report and "| joined/ape/seed1 | test | 10 |" in report
+    assert "ape hyp/ref" in report  # the length ratio per bucket
 
 
 @pytest.fixture(scope="module")
@@ -147,26 +220,57 @@ def test_demo_end_to_end(demo):
     assert "[1/3 synthetic/ape/seed1] train step 16/16" in result.stderr  # progress
     assert "ETA" in result.stderr
     report = (output / "report.md").read_text(encoding="utf-8")
-    for heading in ("## BLEU and relative training speed", "## BLEU by source length", "## Swapped evaluation",
-                    "## Shift invariance of the encoder", "## Token-level NLL", "## Position ablation",
-                    "## Speed", "## Runs"):
-        assert heading in report
-    assert "| synthetic | rpe | 1 |" in report
+    headings = ["## The SHAPE paper's claims in this batch", "## BLEU and relative training speed",
+                "## Hypothesis / reference length", "## Joined sets", "## BLEU and length by source length",
+                "## Swapped evaluation", "## Shift invariance of the encoder", "## Token-level NLL",
+                "## Position ablation", "## Training speed", "## Runs"]
+    assert [report.index(h) for h in headings] == sorted(report.index(h) for h in headings)
+    assert "| synthetic | EXTRAPOLATE | rpe | 1 |" in report
     for image in report.split("](")[1:]:
         png = output / image.split(")")[0]
         assert png.read_bytes()[:8] == PNG_MAGIC
     rows = list(csv.DictReader(open(output / "results.csv", encoding="utf-8")))
     assert [r["method"] for r in rows] == ["ape", "shape", "rpe"]
     assert all(r["status"] == "finished" for r in rows)
-    assert all(0 <= float(r[f"bleu_{s}"]) <= 100 for r in rows for s in ("valid", "test", "concat"))
-    assert [float(r["speed"]) for r in rows][0] == 1.0
     results = json.loads((output / "results.json").read_text())
     rpe = next(r for r in results["runs"] if r["method"] == "rpe")
     ablation = json.loads((output / rpe["id"] / "analyses" / "position_ablation.json").read_text())
     assert ablation["removed_from"] == [] and ablation["encoder_cosine"] == pytest.approx(1.0)
+    # RPE's encoder has no absolute positions: its shift invariance is no measurement
+    assert "| synthetic/rpe/seed1 | 1.000 (by construction) |" in report
     shape = yaml.safe_load((output / "synthetic/shape/seed1/config.yaml").read_text())
     demo_k = yaml.safe_load(DEMO.read_text())["methods"]["shape"]["shape_max_shift"]
     assert shape["shape_max_shift"] == demo_k and shape["train_steps"] == 16  # the file's K, the --set steps
+
+
+def claims_row(report, claim):
+    return next(line for line in report.splitlines() if line.startswith(f"| {claim}"))
+
+
+def test_claims_table_follows_the_results(demo, tmp_path):
+    """The claims are computed from the stored results: change one, and its row changes."""
+    output, _ = demo
+    copy = tmp_path / "out"
+    shutil.copytree(output, copy)
+    report = run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
+    text = (copy / "report.md").read_text(encoding="utf-8")
+    assert text.index("## The SHAPE paper's claims") < text.index("## BLEU and relative training speed")
+    claim = "SHAPE's swapped drop is far below APE's"
+    for label, drop in (("ape", 9.0), ("shape", 1.0)):
+        path = copy / "synthetic" / label / "seed1" / "analyses" / "swapped.json"
+        stored = json.loads(path.read_text())
+        path.write_text(json.dumps({**stored, "drop": drop}))
+    run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
+    row = claims_row((copy / "report.md").read_text(encoding="utf-8"), claim)
+    assert "APE 9.00, SHAPE 1.00" in row and row.endswith("| yes |")
+    path = copy / "synthetic" / "shape" / "seed1" / "analyses" / "swapped.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "drop": 8.0}))
+    run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
+    row = claims_row((copy / "report.md").read_text(encoding="utf-8"), claim)
+    assert "APE 9.00, SHAPE 8.00" in row and row.endswith("| no |")
+    # The demo has no VANILLA data setting: that claim is not measured, not guessed.
+    row = claims_row((copy / "report.md").read_text(encoding="utf-8"), "SHAPE's BLEU on VANILLA")
+    assert row.endswith("| not measured |")
 
 
 def test_interrupt_then_rerun_skips_finished_runs_and_redoes_the_interrupted_one(demo):

@@ -1,8 +1,9 @@
 """BLEU and the gain over a baseline by source length (SHAPE paper, Sec. 5.3, Fig. 4).
 
 Sentences are bucketed by source length in tokens (1-10, 11-20, ...); each
-bucket gets its own corpus BLEU per model, and each model's gain over the
-baseline (APE) in that bucket. Buckets holding lengths that no training
+bucket gets its own corpus BLEU per model, its hypothesis/reference length
+ratio (below 1: the model stops early; above 1: it runs on), and each model's
+gain over the baseline (APE) in that bucket. Buckets holding lengths that no training
 example had are marked "unseen": that is where EXTRAPOLATE separates methods.
 
     onmt-posenc length-buckets --src test.src --ref test.tgt \\
@@ -11,7 +12,7 @@ example had are marked "unseen": that is where EXTRAPOLATE separates methods.
 import json
 
 from onmt_posenc.analysis import labelled, plots
-from onmt_posenc.analysis.bleu import corpus_bleu
+from onmt_posenc.evaluate import corpus_bleu
 from onmt_posenc.interpolate import read_lines
 
 
@@ -21,32 +22,40 @@ def bucket_edges(lengths, width):
     return [(start + 1, start + width) for start in range(0, longest, width)]
 
 
-def bucket_bleu(src_lines, ref_lines, hyps, width=10, max_train_length=None, baseline=None):
-    """Per-bucket BLEU of each model in `hyps` ({label: lines}) and gain over `baseline`."""
+def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=None):
+    """One model's BLEU and hypothesis/reference length ratio per bucket of source length."""
     lengths = [len(line.split()) for line in src_lines]
-    for label, lines in hyps.items():
-        if len(lines) != len(src_lines):
-            raise ValueError(f"{label}: {len(lines)} translations for {len(src_lines)} source lines")
+    if len(hyp_lines) != len(src_lines):
+        raise ValueError(f"{len(hyp_lines)} translations for {len(src_lines)} source lines")
     edges = bucket_edges(lengths, width)
     members = [[i for i, n in enumerate(lengths) if first <= n <= last] for first, last in edges]
     kept = [k for k, m in enumerate(members) if m]
-    result = {
+    scores = [corpus_bleu([hyp_lines[i] for i in members[k]], [ref_lines[i] for i in members[k]]) for k in kept]
+    return {
         "buckets": [f"{edges[k][0]}-{edges[k][1]}" for k in kept],
         "counts": [len(members[k]) for k in kept],
         "max_train_length": max_train_length,
         "unseen": [max_train_length is not None and edges[k][1] > max_train_length for k in kept],
-        "bleu": {},
+        "bleu": [score.score for score in scores],
+        "length_ratio": [score.length_ratio for score in scores],
     }
-    for label, lines in hyps.items():
-        result["bleu"][label] = [
-            corpus_bleu([lines[i] for i in members[k]], [ref_lines[i] for i in members[k]])[0] for k in kept
-        ]
+
+
+def compare(per_model, baseline=None):
+    """The bucket_scores of several models of one set side by side, and each one's gain over `baseline`."""
+    first = next(iter(per_model.values()))
+    for label, result in per_model.items():
+        if result["buckets"] != first["buckets"]:
+            raise ValueError(f"{label} was bucketed on other source sentences than {next(iter(per_model))}")
+    merged = {key: first[key] for key in ("buckets", "counts", "max_train_length", "unseen")}
+    merged["bleu"] = {label: result["bleu"] for label, result in per_model.items()}
+    merged["length_ratio"] = {label: result["length_ratio"] for label, result in per_model.items()}
     if baseline is not None:
-        base = result["bleu"][baseline]
-        result["baseline"] = baseline
-        result["gain"] = {label: [b - a for a, b in zip(base, scores)]
-                          for label, scores in result["bleu"].items() if label != baseline}
-    return result
+        base = merged["bleu"][baseline]
+        merged["baseline"] = baseline
+        merged["gain"] = {label: [b - a for a, b in zip(base, scores)]
+                          for label, scores in merged["bleu"].items() if label != baseline}
+    return merged
 
 
 def max_length(path):
@@ -54,11 +63,12 @@ def max_length(path):
 
 
 def plot(result, path, title):
-    """BLEU per bucket (left) and gain over the baseline (right); unseen lengths shaded."""
-    fig, axes = plots.plt.subplots(1, 2 if "gain" in result else 1, figsize=(11, 4), squeeze=False)
-    x = range(len(result["buckets"]))
-    colors = {label: f"C{i}" for i, label in enumerate(result["bleu"])}  # one color per model in both panels
+    """BLEU per bucket, gain over the baseline, and hypothesis/reference length; unseen lengths shaded."""
     panels = [("bleu", "BLEU")] + ([("gain", f"BLEU gain over {result.get('baseline')}")] if "gain" in result else [])
+    panels.append(("length_ratio", "hypothesis / reference length"))
+    fig, axes = plots.plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    x = range(len(result["buckets"]))
+    colors = {label: f"C{i}" for i, label in enumerate(result["bleu"])}  # one color per model in every panel
     for ax, (key, ylabel) in zip(axes[0], panels):
         for k, unseen in enumerate(result["unseen"]):
             if unseen:
@@ -68,8 +78,8 @@ def plot(result, path, title):
         for j, (label, values) in enumerate(series.items()):
             offsets = [k - 0.4 + bar_width * (j + 0.5) for k in x]
             ax.bar(offsets, values, width=bar_width, label=label, color=colors[label])
-        if key == "gain":
-            ax.axhline(0, color="black", linewidth=0.8)
+        if key != "bleu":  # the line of no gain, of the reference's length
+            ax.axhline(0 if key == "gain" else 1, color="black", linewidth=0.8)
         ax.set_xticks(list(x), [f"{b}\n(n={c})" for b, c in zip(result["buckets"], result["counts"])], fontsize=8)
         ax.set_xlabel("source length (tokens); shaded: longer than any training example")
         ax.set_ylabel(ylabel)
@@ -97,14 +107,16 @@ def main(args):
     if args.baseline is not None and args.baseline not in hyp_files:
         raise SystemExit(f"--baseline {args.baseline!r} is not one of the --hyp labels {sorted(hyp_files)}")
     longest = max_length(args.train_src) if args.train_src else args.max_train_length
-    result = bucket_bleu(read_lines(args.src), read_lines(args.ref),
-                         {label: read_lines(path) for label, path in hyp_files.items()},
-                         args.width, longest, args.baseline)
-    print("bucket".ljust(12) + "n".rjust(6) + "".join(label.rjust(12) for label in result["bleu"]))
+    src, ref = read_lines(args.src), read_lines(args.ref)
+    result = compare({label: bucket_scores(src, ref, read_lines(path), args.width, longest)
+                      for label, path in hyp_files.items()}, args.baseline)
+    print("bucket".ljust(12) + "n".rjust(6) + "".join(f"{label} BLEU".rjust(14) for label in result["bleu"])
+          + "".join(f"{label} len".rjust(12) for label in result["bleu"]))
     for k, bucket in enumerate(result["buckets"]):
         mark = " *" if result["unseen"][k] else ""
         print((bucket + mark).ljust(12) + str(result["counts"][k]).rjust(6)
-              + "".join(f"{scores[k]:12.2f}" for scores in result["bleu"].values()))
+              + "".join(f"{scores[k]:14.2f}" for scores in result["bleu"].values())
+              + "".join(f"{ratios[k]:12.2f}" for ratios in result["length_ratio"].values()))
     if longest is not None:
         print(f"* holds lengths above the longest training source ({longest})")
     if args.plot:

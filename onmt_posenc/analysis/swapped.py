@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from onmt_posenc import stock
-from onmt_posenc.analysis.bleu import corpus_bleu
+from onmt_posenc.evaluate import corpus_bleu
 from onmt_posenc.interpolate import DEFAULT_SEP, join_segments, read_lines, split_segments, write_lines
 
 
@@ -29,10 +29,10 @@ def first_sentence_scores(original_hyps, swapped_hyps, references, sep=DEFAULT_S
     first_refs = [" ".join(split_segments(ref.split(), sep)[0]) for ref in references]
     original = [" ".join(split_segments(hyp.split(), sep)[0]) for hyp in original_hyps]
     swapped = [" ".join(split_segments(hyp.split(), sep)[-1]) for hyp in swapped_hyps]
-    original_bleu, signature = corpus_bleu(original, first_refs)
-    swapped_bleu, _ = corpus_bleu(swapped, first_refs)
-    return {"original": original_bleu, "swapped": swapped_bleu, "drop": original_bleu - swapped_bleu,
-            "examples": len(references), "signature": signature}
+    original_bleu, swapped_bleu = corpus_bleu(original, first_refs), corpus_bleu(swapped, first_refs)
+    return {"original": original_bleu.score, "swapped": swapped_bleu.score,
+            "drop": original_bleu.score - swapped_bleu.score, "examples": len(references),
+            "signature": original_bleu.signature}
 
 
 def analyse(src_path, tgt_path, workdir, translate, sep=DEFAULT_SEP, original_hyp=None):

@@ -55,14 +55,20 @@ def frequency_edges(frequencies, bins):
     return edges
 
 
-def compare(nll_a, nll_b, tgt_lines, counts, position_width=10, frequency_bins=4):
-    """Share of gold tokens where A's NLL < B's, by position bucket x frequency bucket."""
+def gold_frequencies(tgt_lines, counts):
+    """Per sentence, the training frequency of each gold token and of the end of sentence."""
+    return [[counts.get(token, 0) for token in line + [END_OF_SENTENCE]] for line in tgt_lines]
+
+
+def compare(nll_a, nll_b, frequencies, position_width=10, frequency_bins=4):
+    """Share of gold tokens where A's NLL < B's, by position bucket x frequency bucket
+    (`frequencies`: gold_frequencies of the scored sentences)."""
     tokens = []  # (position, frequency, A wins)
-    for a, b, line in zip(nll_a, nll_b, tgt_lines):
+    for a, b, sentence in zip(nll_a, nll_b, frequencies):
         if a is None or b is None:  # an empty source line: never scored
             continue
-        for position, (token, x, y) in enumerate(zip(line + [END_OF_SENTENCE], a, b)):
-            tokens.append((position, counts.get(token, 0), x < y))
+        for position, (frequency, x, y) in enumerate(zip(sentence, a, b)):
+            tokens.append((position, frequency, x < y))
     if not tokens:
         raise ValueError("no gold tokens to compare")
     edges = frequency_edges([f for _, f, _ in tokens], frequency_bins)
@@ -112,7 +118,7 @@ def main(args):
     src, tgt = models.read_lines(args.src, args.max_sentences), models.read_lines(args.tgt, args.max_sentences)
     nll_a = token_nlls(models.load_model(args.model_a), src, tgt)
     nll_b = token_nlls(models.load_model(args.model_b), src, tgt)
-    result = compare(nll_a, nll_b, tgt, training_frequencies(args.train_tgt),
+    result = compare(nll_a, nll_b, gold_frequencies(tgt, training_frequencies(args.train_tgt)),
                      args.position_width, args.frequency_bins)
     label_a, label_b = args.labels
     print(f"share of {result['tokens']} gold tokens where {label_a} has lower NLL than {label_b}: "

@@ -1,0 +1,135 @@
+"""Where an experiment's runs and data live on disk, and how they are read and written.
+
+Both the runner (which writes runs) and the report (which only reads them) use
+this module; neither imports the other.
+
+    <output>/data/<data setting>/              prepared files of a data setting (prepare_data)
+    <output>/<data>/<method>/seed<n>/          one run: config.yaml, logs/, hyp/, analyses/
+        result.json                            written last: the run is finished
+        failure.json                           the run failed (error and log)
+"""
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from onmt_posenc import interpolate, synthetic
+from onmt_posenc.experiment import FilePair
+
+RESULT = "result.json"
+FAILURE = "failure.json"
+
+
+def write_text_atomically(path, text):
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def write_json(path, value):
+    write_text_atomically(path, json.dumps(value, indent=1) + "\n")
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def run_dir(experiment, run):
+    return experiment.output / run.id
+
+
+def data_dir(experiment, data):
+    """Where a data setting's prepared files go (see prepare_data)."""
+    return experiment.output / "data" / data
+
+
+def run_fields(run):
+    """What names a run in its result, its failure and the report."""
+    return {"id": run.id, "data": run.data, "method": run.method, "label": run.label, "K": run.shift,
+            "seed": run.seed}
+
+
+class EvalSet(NamedTuple):
+    src: Path
+    tgt: Path  # what the model reads (teacher forcing)
+    ref: Path  # what BLEU compares with
+
+
+def _require_file(path):
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+
+
+def _copy_lines(pair, directory, name, join):
+    """The files of `pair` in `directory`, cut to their first `lines` and joined `join` per line."""
+    copies = {}
+    for side in ("src", "tgt", "ref"):
+        source = getattr(pair, side)
+        if source is None:
+            continue
+        _require_file(source)
+        lines = interpolate.read_lines(source)[: pair.lines]
+        if join:
+            if side == "src":
+                interpolate.check_no_separator(lines, source, interpolate.DEFAULT_SEP)
+            lines = interpolate.join_lines(lines, join, interpolate.DEFAULT_SEP)
+        copies[side] = directory / f"{name}.{side}"
+        write_text_atomically(copies[side], "".join(line + "\n" for line in lines))
+    return EvalSet(copies["src"], copies["tgt"], copies.get("ref", copies["tgt"]))
+
+
+def prepare_data(setting, directory):
+    """The files of a data setting: {"train": (src, tgt), "valid": (src, tgt) or None,
+    "eval": {name: EvalSet}}.
+
+    Synthetic data is generated here (once: the same task writes the same files).
+    Evaluation sets are written into `directory`, cut to their `lines` and, in
+    an INTERPOLATE setting, joined N sentences per line. Training and validation
+    files are used in place unless cut: the runner's OpenNMT-py config applies
+    the data setting's transforms to them (see runner.corpora)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "eval").mkdir(exist_ok=True)
+    if setting.synthetic is not None:
+        marker = directory / "task.json"
+        wanted = json.dumps(setting.synthetic.__dict__, sort_keys=True)
+        if not marker.is_file() or marker.read_text(encoding="utf-8") != wanted:
+            synthetic.write_corpus(directory, setting.synthetic)
+            write_text_atomically(marker, wanted)
+
+        def generated(name):
+            return FilePair(directory / f"{name}.src", directory / f"{name}.tgt")
+
+        setting = dataclasses.replace(setting, train=generated("train"), valid=generated("valid"),
+                                      eval_sets={name: generated(name) for name in synthetic.EVAL_SETS})
+    join = setting.interpolate
+
+    def in_place_or_cut(pair, name):
+        if pair.lines:
+            return _copy_lines(pair, directory, name, None)[:2]
+        _require_file(pair.src)
+        _require_file(pair.tgt)
+        return pair.src, pair.tgt
+
+    return {
+        "train": in_place_or_cut(setting.train, "train"),
+        "valid": in_place_or_cut(setting.valid, "valid") if setting.valid else None,
+        "eval": {name: _copy_lines(pair, directory / "eval", name, join or pair.join)
+                 for name, pair in setting.eval_sets.items()},
+    }
+
+
+def longest_training_source(setting, files):
+    """The longest source the model saw in training, in tokens: after EXTRAPOLATE's
+    filter (pairs longer than N on either side dropped) or INTERPOLATE's joining."""
+    sources = interpolate.read_lines(files["train"][0])
+    if setting.extrapolate:
+        targets = interpolate.read_lines(files["train"][1])
+        cap = setting.extrapolate
+        sources = [s for s, t in zip(sources, targets) if len(s.split()) <= cap and len(t.split()) <= cap]
+    if setting.interpolate:
+        sources = interpolate.join_lines(sources, setting.interpolate, interpolate.DEFAULT_SEP)
+    return max((len(line.split()) for line in sources), default=0)
