@@ -19,8 +19,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
+# PYTEST_ARGS: e.g. one test file, `make test PYTEST_ARGS=tests/test_preflight.py`
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # `make demo DATA=../shared/data/toy-ende`: the same batch on a folder of real files
 demo: setup

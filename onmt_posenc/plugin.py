@@ -28,6 +28,7 @@ def activate():
     _build_relative_attention()
     _carry_target_phrases()
     _load_checkpoints_safely()
+    _check_before_starting()
 
 
 def _register_transforms():
@@ -267,3 +268,34 @@ def _load_checkpoints_safely():
     the CTranslate2 converter) goes through torch.load."""
     if not getattr(torch.load, "onmt_posenc_safe", False):
         torch.load = checkpoints.safe_load(torch.load)
+
+
+def _check_before_starting():
+    """OpenNMT-py checks the corpus files in each training process, after onmt_train
+    has spawned one per GPU. Check data, vocabularies and GPUs in the parent first,
+    in `ArgumentParser.validate_train_opts` (which `onmt.bin.train.train` calls
+    before it spawns), and the corpus files in `ArgumentParser._validate_data`
+    (onmt_build_vocab's check, and each training process's), in one line each."""
+    from onmt.utils.parse import ArgumentParser
+
+    from onmt_posenc import preflight
+
+    stock_validate_train_opts = ArgumentParser.validate_train_opts.__func__
+
+    @classmethod
+    @functools.wraps(stock_validate_train_opts)
+    def validate_train_opts(cls, opt):
+        stock_validate_train_opts(cls, opt)
+        preflight.exit_on_error(preflight.check_training, opt, torch.cuda.device_count())
+
+    ArgumentParser.validate_train_opts = validate_train_opts
+
+    stock_validate_data = ArgumentParser._validate_data.__func__
+
+    @classmethod
+    @functools.wraps(stock_validate_data)
+    def _validate_data(cls, opt):
+        preflight.exit_on_error(preflight.check_corpora, opt.data)
+        stock_validate_data(cls, opt)
+
+    ArgumentParser._validate_data = _validate_data

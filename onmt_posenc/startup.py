@@ -59,10 +59,13 @@ class _ActAfterImport(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             # OpenNMT-py 3.5.1 uses torch.cuda.amp decorators that current torch
-            # deprecates: six identical warnings on every command, nothing to act on.
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=r"`torch\.cuda\.amp\.custom_", category=FutureWarning)
-                original_exec(module)
+            # deprecates: identical warnings on every command, nothing to act on. For
+            # the rest of the process, as some of its modules (sparse_losses) are
+            # imported only later, by onmt_train and by each worker it spawns.
+            warnings.filterwarnings(
+                "ignore", message=r"`torch\.cuda\.amp\.custom_", category=FutureWarning, module=r"onmt\."
+            )
+            original_exec(module)
             AFTER_IMPORT[fullname]()
 
         spec.loader.exec_module = exec_module

@@ -1,4 +1,4 @@
-"""Shared test helpers: real data from ../shared/data and the stock onmt_* commands."""
+"""Shared test helpers: real data from tests/data and the stock onmt_* commands."""
 import itertools
 import os
 import subprocess
@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-TOY_ENDE = SHARED_DATA / "toy-ende"
+# Excerpts of real corpora kept in the repository (tests/data/README.md), so a fresh clone tests alone.
+TEST_DATA = REPO / "tests" / "data"
+TOY_ENDE = TEST_DATA / "toy-ende"
 BIN = Path(sys.executable).parent
 
 

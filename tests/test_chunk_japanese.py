@@ -4,12 +4,12 @@ import sys
 
 import pytest
 import unidic_lite
-from conftest import SHARED_DATA, command, head, run
+from conftest import TEST_DATA, command, head, run
 
 from onmt_posenc.chunk_japanese import JapaneseChunker
 
-DEV_JA = SHARED_DATA / "small_parallel_enja" / "dev.ja"
-TRAIN_JA = SHARED_DATA / "small_parallel_enja" / "train.ja"
+DEV_JA = TEST_DATA / "small_parallel_enja" / "dev.ja"
+TRAIN_JA = TEST_DATA / "small_parallel_enja" / "train.ja"
 
 
 @pytest.fixture(scope="module")

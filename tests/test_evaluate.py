@@ -3,12 +3,12 @@ import re
 
 import pyonmttok
 import pytest
-from conftest import SHARED_DATA, command, run
+from conftest import TEST_DATA, command, run
 
 from onmt_posenc.interpolate import join_lines, read_lines, write_lines
 from onmt_posenc.prepare_wmt16 import tokenizer
 
-MULTI30K = SHARED_DATA / "multi30k"
+MULTI30K = TEST_DATA / "multi30k"
 YEARS = (2014, 2015, 2016)
 
 

@@ -2,9 +2,10 @@
 per-side encodings and Shaw RPE, checked against `onmt_translate` on 300 real
 sentences, greedy and beam 4.
 
-Data: small_parallel_enja (En->Ja). Its short sentences make 300-sentence decoding
-fast, and a 150-step 2-layer d=64 model already translates them with varied
-output; on toy-ende's word-level vocabulary a model of that size emits only <unk>.
+Data: small_parallel_enja (En->Ja), the 2,000 training pairs in tests/data. Its
+short sentences make 300-sentence decoding fast, and a 150-step 2-layer d=64 model
+already translates them with varied output; on toy-ende's word-level vocabulary a
+model of that size emits only <unk>.
 
 Decoding settings are the same on both sides: no length normalization
 (`-length_penalty none` / `length_penalty=0`), at most 250 tokens, no length
@@ -20,14 +21,14 @@ import sys
 import onmt  # noqa: F401  (activates the extension in this process too)
 import pytest
 import torch
-from conftest import REPO, SHARED_DATA, command, head, run, write_yaml
+from conftest import REPO, TEST_DATA, command, head, run, write_yaml
 from ctranslate2.converters import OpenNMTPyConverter
 from onmt.bin.translate import _get_parser, translate
 from onmt.modules.embeddings import PositionalEncoding
 
 from onmt_posenc import export
 
-ENJA = SHARED_DATA / "small_parallel_enja"
+ENJA = TEST_DATA / "small_parallel_enja"
 SENTENCES = 300
 SHAPE_K = 20
 MAX_LENGTH = 250

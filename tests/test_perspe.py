@@ -7,7 +7,7 @@ import onmt  # noqa: F401  (activates the extension)
 import pytest
 import torch
 import yaml
-from conftest import REPO, SHARED_DATA, TINY_MODEL, command, head, run, write_yaml
+from conftest import REPO, TEST_DATA, TINY_MODEL, command, head, run, write_yaml
 from onmt.bin.train import _get_parser
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 
@@ -15,7 +15,7 @@ from onmt_posenc import options
 from onmt_posenc.positions import PerturbedSinusoidalEncoding, PhraseBoundariesMissingError
 from onmt_posenc.transforms.phrase_boundaries import PhraseFile, PhraseFileError, attach_phrase_groups
 
-ENJA = SHARED_DATA / "small_parallel_enja"
+ENJA = TEST_DATA / "small_parallel_enja"
 DIM = 16
 # Two sentences: start token, phrases (0 0 1 1 1 2) + 1, end token; then a shorter one, padded.
 GROUPS = torch.tensor([[0, 1, 1, 2, 2, 2, 3, 4], [0, 1, 2, 2, 3, 0, 0, 0]])

@@ -1,6 +1,7 @@
 """Training speed of perSPE against APE: tokens per second of the stock onmt_train.
 
-    python tools/bench_perspe.py                       # small_parallel_enja from ../shared/data
+    python tools/bench_perspe.py                       # the 2,000 En-Ja pairs of tests/data
+    python tools/bench_perspe.py --data DIR            # DIR: the whole small_parallel_enja
     python tools/bench_perspe.py --hidden 512 --layers 6 --batch-size 4096 --steps 200   # on a GPU: add --gpu
 
 Trains the same En->Ja model three ways on the same data and seed (so the
@@ -33,7 +34,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "small_parallel_enja"
+DEFAULT_DATA = REPO / "tests" / "data" / "small_parallel_enja"
 BIN = Path(sys.executable).parent
 REPORT = re.compile(r"Step (\d+)/.*?(\d+)/\s*(\d+) tok/s")
 METHODS = {
@@ -109,7 +110,7 @@ def train(config_path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with train.en and train.ja")
-    parser.add_argument("--lines", type=int, default=20000)
+    parser.add_argument("--lines", type=int, default=20000, help="at most as many as --data has")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--report-every", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)

@@ -19,6 +19,7 @@ forward + backward above the parameters and inputs.
 
     python tools/benchmark_attention.py                  # everything, CPU (GPU if there is one)
     python tools/benchmark_attention.py --parts layer --lengths 512 --repeats 5
+    python tools/benchmark_attention.py --parts train --data DIR   # DIR: the full toy-ende corpus
 """
 import argparse
 import contextlib
@@ -48,7 +49,8 @@ from torch.utils._pytree import tree_leaves
 
 from onmt_posenc.relative_attention import MusicRelativeAttention, SelfAttention, ShawRelativeAttention
 
-TOY_ENDE = Path(__file__).resolve().parents[2] / "shared" / "data" / "toy-ende"
+# The repository's excerpt (2,000 training pairs); --data names the whole corpus.
+TOY_ENDE = Path(__file__).resolve().parents[1] / "tests" / "data" / "toy-ende"
 PATHS = ("fastest", "plain")
 
 
@@ -314,7 +316,7 @@ def throughput(config, settings, env, args, device):
 
 def benchmark_train(args, device):
     def lines(name):
-        return (TOY_ENDE / name).read_text(encoding="utf-8").split("\n")[: args.train_pairs]
+        return (args.data / name).read_text(encoding="utf-8").split("\n")[: args.train_pairs]
 
     joined = join_pairs(lines("src-train.txt"), lines("tgt-train.txt"))
     mean_length = statistics.mean(len(src.split()) for src, _ in joined)
@@ -388,7 +390,8 @@ def main(argv=None):
     parser.add_argument("--model-dim", type=int, default=256, help="model and train parts")
     parser.add_argument("--model-heads", type=int, default=4, help="model and train parts")
     parser.add_argument("--vocab", type=int, default=8000, help="model part: vocabulary size")
-    parser.add_argument("--train-pairs", type=int, default=4000, help="toy-ende pairs joined by 10")
+    parser.add_argument("--data", type=Path, default=TOY_ENDE, help="train part: folder with {src,tgt}-train.txt")
+    parser.add_argument("--train-pairs", type=int, default=4000, help="pairs of --data joined by 10")
     parser.add_argument("--train-steps", type=int, default=24)
     parser.add_argument("--train-report", type=int, default=4, help="onmt_train report_every")
     parser.add_argument("--train-batch", type=int, default=1024, help="onmt_train batch_size (tokens)")

@@ -9,7 +9,7 @@ is not timed; each engine's best of --repeats runs is reported, with the share o
 identical outputs as a check that both did the same work.
 
     python tools/benchmark_ctranslate2.py --model ape.pt shape.pt shaw.pt \
-        --src ../shared/data/small_parallel_enja/test.en --beam 4 --threads 1
+        --src tests/data/small_parallel_enja/test.en --beam 4 --threads 1
 """
 import argparse
 import subprocess
