@@ -62,10 +62,10 @@ class SyntheticTask:
         # The longest sentence (DET ADJ NOUN VERB DET ADJ NOUN PREP DET ADJ NOUN) must fit.
         if self.max_train_length < 11:
             raise ValueError("max_train_length must fit the longest sentence (11 tokens)")
+        # Shorter examples are drawn again, so the shortest sentences (DET NOUN VERB) must fit.
         if self.max_test_length is not None and \
-                self.max_test_length < max(self.max_train_length, 12 * self.concat_sentences - 1):
-            raise ValueError("max_test_length must be >= max_train_length and fit concat_sentences "
-                             "of the longest sentence")
+                self.max_test_length < max(self.max_train_length, 4 * self.concat_sentences - 1):
+            raise ValueError("max_test_length must be >= max_train_length and fit concat_sentences sentences")
 
 
 def _pseudo_words(rng, count, syllables, taken):

@@ -12,6 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Excerpts of real corpora kept in the repository (tests/data/README.md), so a fresh clone tests alone.
 TEST_DATA = REPO / "tests" / "data"
 TOY_ENDE = TEST_DATA / "toy-ende"
+MULTI30K = TEST_DATA / "multi30k"  # raw text, upstream file names
 BIN = Path(sys.executable).parent
 
 

@@ -117,19 +117,23 @@ def test_length_buckets_command(trained):
     assert len(result["bleu"]["shape"]) == len(result["buckets"]) == len(result["gain"]["shape"])
     assert result["gain"]["shape"] == pytest.approx([s - a for s, a in zip(result["bleu"]["shape"],
                                                                           result["bleu"]["ape"])])
+    assert len(result["length_ratio"]["ape"]) == len(result["buckets"])
     assert open(f"{out}.png", "rb").read(8) == PNG_MAGIC
 
 
 def test_length_buckets_marks_unseen_lengths():
     src = ["a " * n for n in (3, 12, 25, 25)]
     refs = ["x y z w"] * 4
-    result = length_buckets.bucket_bleu(src, refs, {"m": refs, "b": ["q"] * 4}, width=10, max_train_length=15,
-                                        baseline="b")
+    hyps = {"m": refs, "b": ["q"] * 2 + ["x y z w x y z w"] * 2}
+    result = length_buckets.compare({label: length_buckets.bucket_scores(src, refs, lines, width=10, max_train_length=15)
+                                     for label, lines in hyps.items()}, baseline="b")
     assert result["buckets"] == ["1-10", "11-20", "21-30"]
     assert result["counts"] == [1, 1, 2]
     assert result["unseen"] == [False, True, True]  # 11-20 holds 16..20, longer than 15
     assert result["bleu"]["m"] == pytest.approx([100, 100, 100])
     assert all(g > 0 for g in result["gain"]["m"])
+    # hypothesis / reference length per bucket: "q" stops early, the doubled line runs on
+    assert result["length_ratio"]["m"] == [1, 1, 1] and result["length_ratio"]["b"] == [0.25, 0.25, 2]
 
 
 def test_token_nll_command_and_comparison(trained):
@@ -146,7 +150,7 @@ def test_token_nll_command_and_comparison(trained):
     # A model never beats itself; ties are not wins.
     nll = token_nll.token_nlls(models.load_model(trained["ape"]), models.read_lines(trained["src"]), tgt)
     counts = token_nll.training_frequencies(trained["train_tgt"])
-    assert token_nll.compare(nll, nll, tgt, counts)["share"] == 0
+    assert token_nll.compare(nll, nll, token_nll.gold_frequencies(tgt, counts))["share"] == 0
 
 
 def test_speed_command(trained):

@@ -6,7 +6,7 @@ import tarfile
 import onmt  # noqa: F401  (activates the extension in this process too)
 import pyonmttok
 import pytest
-from conftest import REPO, TEST_DATA, TOY_ENDE, command, run
+from conftest import MULTI30K, REPO, TOY_ENDE, command, run
 from onmt import opts as onmt_opts
 from onmt.constants import CorpusTask
 from onmt.inputters.dynamic_iterator import build_dynamic_dataset_iter
@@ -19,7 +19,7 @@ from onmt_posenc.interpolate import read_lines, split_segments, write_lines
 from onmt_posenc.prepare_wmt16 import DEV_YEARS, TRAIN_CORPORA, YEARS, write_training_text
 from onmt_posenc.transforms.concat_pairs import opennmt_tokens
 
-MULTI30K = TEST_DATA / "multi30k"
+
 DATA = "data/wmt16_en_de"
 TINY = ["-world_size", "1", "-gpu_ranks", "-model_dtype", "fp32", "-num_workers", "0", "-enc_layers", "1",
         "-dec_layers", "1", "-heads", "2", "-hidden_size", "32", "-word_vec_size", "32", "-transformer_ff", "64",

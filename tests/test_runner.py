@@ -36,7 +36,7 @@ def experiment_file(tmp_path, **changes):
     mapping = {
         "recipe": str(REPO / "recipes" / "base.yaml"),
         "settings": {"train_steps": 10, "hidden_size": 64},
-        "methods": {"ape": {}, "shape": {"shape_max_shift": 100},
+        "methods": {"ape": {}, "shape": {"src_position_encoding": "shape", "tgt_position_encoding": "shape"},
                     "rpe": {"position_encoding": False, "max_relative_positions": 16}},
         "data": {"small": {"synthetic": {"train_examples": 50}},
                  "long": {"synthetic": {"seed": 2}, "settings": {"hidden_size": 128}}},
@@ -82,7 +82,7 @@ def test_overrides_and_clear_errors(tmp_path):
          r"settings sets \['src_seq_length'\], which data.d.extrapolate sets"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 0}}}, "interpolate must be a positive integer"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 3, "extrapolate": 9}}}, "not both"),
-        ({"methods": {"shape": {"shape_max_shift": 9}}, "grid": {"K": [3]}}, "which grid.K overrides"),
+        ({"methods": {"ape": {}, "shape": {"shape_max_shift": 9}}}, "which grid.K overrides"),
     ]:
         with pytest.raises(experiments.ExperimentError, match=message) as error:
             experiments.load(experiment_file(tmp_path, **change))
@@ -125,13 +125,7 @@ def test_shipped_experiments_name_known_options_and_existing_files(tmp_path, nam
     for setting in loaded.data.values():
         for pair in [setting.train, setting.valid, *setting.eval_sets.values()]:
             if pair is not None:  # synthetic data has no files before it is generated
-                assert named_file_exists(pair.src) and named_file_exists(pair.tgt)
-
-
-def named_file_exists(path):
-    """toy_ende.yaml names the whole corpus beside the repository, which a clone lacks: outside
-    the repository, a file of that name in the excerpt of the same corpus (tests/data) will do."""
-    return path.is_file() if path.is_relative_to(REPO) else (TOY_ENDE / path.name).is_file()
+                assert pair.src.is_file() and pair.tgt.is_file()
 
 
 def test_data_folder_gives_every_data_setting_its_files(tmp_path):
