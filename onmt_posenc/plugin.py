@@ -26,6 +26,7 @@ def activate():
     _validate_options()
     _build_position_encodings()
     _build_relative_attention()
+    _initialize_relative_attention()
     _carry_target_phrases()
     _load_checkpoints_safely()
 
@@ -189,6 +190,26 @@ def _build_relative_attention():
         return model
 
     model_builder.build_task_specific_model = build_task_specific_model
+
+
+def _initialize_relative_attention():
+    """`build_model` initializes the parameters of a new model (no checkpoint);
+    Music's distance tables then get their own initialization. onmt_train reaches
+    the wrapper because `onmt.train_single` imports `build_model` after `import onmt`."""
+    from onmt import model_builder
+
+    from onmt_posenc import relative_attention
+
+    stock_build_model = model_builder.build_model
+
+    @functools.wraps(stock_build_model)
+    def build_model(model_opt, opt, vocabs, checkpoint, device_id):
+        model = stock_build_model(model_opt, opt, vocabs, checkpoint, device_id)
+        if checkpoint is None:  # otherwise the tables were loaded from it
+            relative_attention.initialize(model)
+        return model
+
+    model_builder.build_model = build_model
 
 
 def install_position_encoding(embeddings, choice, opt):

@@ -2,6 +2,7 @@
 positions: against OpenNMT-py's own MultiHeadedAttention, against direct O(L^2 d)
 computations, in incremental decoding, and through the stock onmt_* commands."""
 import importlib.util
+import itertools
 import math
 import re
 import sys
@@ -308,22 +309,46 @@ def test_built_model_keeps_openmt_parameters_and_outputs(vocabs):
     torch.testing.assert_close(actual, expected, **TOLERANCE)
 
 
+def new_model(opt, vocabs):
+    """A model as onmt_train builds and initializes it for new training (seeded)."""
+    torch.manual_seed(7)
+    train_opt = types.SimpleNamespace(world_size=1, parallel_mode="data_parallel", gpu_ranks=[], gpu=-1)
+    return model_builder.build_model(opt, train_opt, vocabs, None, 0)
+
+
 def test_same_seed_initializes_like_openmt(vocabs, monkeypatch):
     """Swapping attention draws no random numbers: a seeded build initializes every
     parameter as OpenNMT-py alone does, so training runs are comparable."""
     opt = model_options("-max_relative_positions", str(FAR), "-param_init", "0.1")
-    train_opt = types.SimpleNamespace(world_size=1, parallel_mode="data_parallel", gpu_ranks=[], gpu=-1)
-
-    def build():
-        torch.manual_seed(7)
-        return model_builder.build_model(opt, train_opt, vocabs, None, 0)
-
-    ours = build()
+    ours = new_model(opt, vocabs)
     monkeypatch.setattr(model_builder, "build_task_specific_model", model_builder.build_task_specific_model.__wrapped__)
-    stock = build()
+    stock = new_model(opt, vocabs)
     assert type(self_attentions(stock)[0]) is MultiHeadedAttention
     for (name, expected), (_, actual) in zip(stock.named_parameters(), ours.named_parameters()):
         assert torch.equal(actual, expected), name
+
+
+def music_tables(state):
+    return {name: tensor for name, tensor in state.items() if name.endswith("relative_key_embeddings")}
+
+
+def assert_drawn_per_layer(tables, d_head):
+    """The 2 + 2 layers' Music distance tables: each its own draw, at the reference
+    std d_head**-0.5, whatever OpenNMT-py's param_init (a few training steps leave both visible)."""
+    assert len(tables) == 4
+    for name, table in tables.items():
+        assert table.std().item() == pytest.approx(d_head**-0.5, rel=0.1), name
+    for (name_a, a), (name_b, b) in itertools.combinations(tables.items(), 2):
+        # Same draws (or a copy trained a few steps) correlate near 1, independent draws near 0.
+        n = min(a.numel(), b.numel())
+        correlation = torch.corrcoef(torch.stack((a.flatten()[:n], b.flatten()[:n])))[0, 1]
+        assert abs(correlation) < 0.3, (name_a, name_b)
+
+
+@pytest.mark.parametrize("init", [["-param_init", "0.1"], ["-param_init", "0", "-param_init_glorot"]])
+def test_music_tables_initialized_per_layer(vocabs, init):
+    opt = model_options("-max_relative_positions", str(FAR), "-relative_attention", "music", *init)
+    assert_drawn_per_layer(music_tables(new_model(opt, vocabs).state_dict()), DIM // HEADS)
 
 
 @pytest.mark.parametrize(
@@ -473,6 +498,12 @@ def test_train_and_translate_music(workdir):
     assert model["encoder.transformer.0.self_attn.relative_key_embeddings"].shape == (HEADS, 2 * FAR + 1, 16)
     assert torch.load(checkpoint)["opt"].relative_attention == "music"
     translate(workdir, checkpoint)
+
+
+def test_train_initializes_music_tables_per_layer(workdir):
+    """With the recipes' initialization: glorot, which OpenNMT-py applies to `weight`s only."""
+    checkpoint, _ = train(workdir, "music_glorot", relative_attention="music", param_init=0, param_init_glorot=True)
+    assert_drawn_per_layer(music_tables(torch.load(checkpoint)["model"]), d_head=16)
 
 
 # --- the benchmark script --------------------------------------------------------
