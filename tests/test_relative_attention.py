@@ -20,6 +20,7 @@ from onmt.decoders.transformer import TransformerDecoderLayer
 from onmt.modules.multi_headed_attn import MultiHeadedAttention
 from onmt.utils.misc import sequence_mask
 from onmt.utils.parse import ArgumentParser
+from rounding import assert_matches
 
 from onmt_posenc.options import resolve_attention_options
 from onmt_posenc.relative_attention import (
@@ -32,7 +33,6 @@ from onmt_posenc.relative_attention import (
 
 HEADS, DIM, FAR = 4, 32, 16
 LENGTHS = [40, 27, 9]  # the longest is beyond FAR in both directions: clipping happens
-TOLERANCE = dict(atol=1e-5, rtol=1e-5)
 
 
 def encoder_mask(lengths):
@@ -78,13 +78,13 @@ def forward_backward(module, x, mask, seed=1):
 def assert_same(expected, actual):
     out_e, attn_e, dx_e, grads_e = expected
     out_a, attn_a, dx_a, grads_a = actual
-    torch.testing.assert_close(out_a, out_e, **TOLERANCE)
+    assert_matches(out_a, out_e)
     if attn_e is not None and attn_a is not None:
-        torch.testing.assert_close(attn_a, attn_e, **TOLERANCE)
-    torch.testing.assert_close(dx_a, dx_e, **TOLERANCE)
+        assert_matches(attn_a, attn_e)
+    assert_matches(dx_a, dx_e)
     assert grads_a.keys() == grads_e.keys()
     for name in grads_e:
-        torch.testing.assert_close(grads_a[name], grads_e[name], **TOLERANCE, msg=name)
+        assert_matches(grads_a[name], grads_e[name], msg=name)
 
 
 def inputs(lengths=LENGTHS, seed=2):
@@ -153,7 +153,7 @@ def test_shaw_separate_tables_match_direct_computation(side):
     a_k = module.relative_keys_embeddings.weight[bucket][None]
     a_v = module.relative_values_embeddings.weight[bucket][None]
     expected = direct_attention(module, x, mask, key_term=a_k, value_term=a_v)
-    torch.testing.assert_close(module(x, x, x, mask=mask)[0], expected, **TOLERANCE)
+    assert_matches(module(x, x, x, mask=mask)[0], expected)
 
 
 @pytest.mark.parametrize("far", [FAR, 64])  # clipped, and every distance its own embedding
@@ -174,8 +174,8 @@ def test_music_matches_direct_computation(side, fused, far):
     (expected_table_grad,) = torch.autograd.grad((expected * weights).sum(), table)
     out, attn = module(x, x, x, mask=mask)
     (table_grad,) = torch.autograd.grad((out * weights).sum(), table)
-    torch.testing.assert_close(out, expected, **TOLERANCE)
-    torch.testing.assert_close(table_grad, expected_table_grad, **TOLERANCE)
+    assert_matches(out, expected)
+    assert_matches(table_grad, expected_table_grad)
     assert (attn is None) == fused
 
 
@@ -186,9 +186,9 @@ def test_music_single_position():
     table = module.relative_key_embeddings
     expected = direct_attention(module, x, mask, key_term=table[:, FAR : FAR + 1, None])
     out, _ = module(x, x, x, mask=mask)
-    torch.testing.assert_close(out, expected, **TOLERANCE)
+    assert_matches(out, expected)
     grads = [torch.autograd.grad(y.sum(), table)[0] for y in (out, expected)]
-    torch.testing.assert_close(grads[0], grads[1], **TOLERANCE)
+    assert_matches(grads[0], grads[1])
 
 
 @pytest.mark.parametrize("query_len, key_len, causal", [(5, 5, True), (5, 5, False), (1, 7, True), (3, 7, True)])
@@ -233,7 +233,7 @@ def test_mixed_precision(name):
     out.float().sum().backward()
     for name, parameter in module.named_parameters():
         assert parameter.grad.dtype == torch.float32 and parameter.grad.isfinite().all(), name
-    torch.testing.assert_close(out.float(), expected, atol=0.1, rtol=0.05)
+    assert_matches(out.float(), expected, rounding=torch.bfloat16, eps_multiple=8)
 
 
 DECODERS = {
@@ -256,7 +256,7 @@ def test_incremental_decoding_matches_full_forward(name):
     full, _ = module(x, x, x, mask=decoder_mask([length, length]))
     module.layer_cache = (True, {"keys": torch.tensor([]), "values": torch.tensor([])})
     steps = [module(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], step=t)[0] for t in range(length)]
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOLERANCE)
+    assert_matches(torch.cat(steps, dim=1), full)
     assert module.layer_cache[1]["keys"].shape == (2, HEADS, length, DIM // HEADS)
 
 
@@ -306,7 +306,7 @@ def test_built_model_keeps_openmt_parameters_and_outputs(vocabs):
     stock.eval(), ours.eval()
     expected, _ = stock(src, tgt, lengths)
     actual, _ = ours(src, tgt, lengths)
-    torch.testing.assert_close(actual, expected, **TOLERANCE)
+    assert_matches(actual, expected)
 
 
 def new_model(opt, vocabs):

@@ -6,6 +6,7 @@ import onmt  # noqa: F401  (activates the extension in this process too)
 import pytest
 import torch
 from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, tiny_transformer, train_tiny, write_yaml
+from rounding import assert_matches
 
 from onmt_posenc.positions import NoPositionEncoding, ShiftedSinusoidalEncoding
 
@@ -88,7 +89,7 @@ def test_incremental_decoding_matches_full_forward(shape_model):
         full, _ = model.decoder(tgt, enc_out, src_len=src_len)
         model.decoder.init_state(src, enc_out, enc_final)
         steps = [model.decoder(tgt[:, i : i + 1], enc_out, src_len=src_len, step=i)[0] for i in range(6)]
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+    assert_matches(torch.cat(steps, dim=1), full)
 
 
 def test_per_side_position_choice(workdir):
