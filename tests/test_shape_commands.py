@@ -24,16 +24,18 @@ def shape_model(workdir):
     return workdir / "shape_step_60.pt"
 
 
-def test_end_to_end_average_translate_score(workdir, shape_model):
+def test_end_to_end_average_and_translate(workdir, shape_model):
     averaged = workdir / "averaged.pt"
     run([command("onmt_average_models"), "-models", workdir / "shape_step_30.pt", shape_model, "-output", averaged])
+    first, last = (torch.load(path)["model"] for path in (workdir / "shape_step_30.pt", shape_model))
+    mean = torch.load(averaged)["model"]
+    assert mean.keys() == first.keys()
+    for name in first:  # the SHAPE table (buffer `pe`, longer than APE's) included
+        assert torch.equal(mean[name], (first[name] + last[name]) / 2), name
     src = head(TOY_ENDE / "src-test.txt", workdir / "test.src", 40)
-    ref = head(TOY_ENDE / "tgt-test.txt", workdir / "test.ref", 40)
     hyp = workdir / "test.hyp"
     run([command("onmt_translate"), "-model", averaged, "-src", src, "-output", hyp, "-beam_size", "4", "-max_length", "60"])
     assert len(hyp.read_text(encoding="utf-8").splitlines()) == 40
-    score = run([command("sacrebleu"), ref, "-i", hyp, "-m", "bleu", "-b", "-w", "2"])
-    assert 0.0 <= float(score.stdout.strip()) <= 100.0
 
 
 def test_train_from_and_release(workdir, shape_model):
