@@ -19,6 +19,7 @@ def activate():
         return
     _active = True
     _register_transforms()
+    _split_tokens_on_any_whitespace()
     _support_concat_pairs()
     _add_options()
     _read_config_includes()
@@ -26,6 +27,7 @@ def activate():
     _validate_options()
     _build_position_encodings()
     _build_relative_attention()
+    _initialize_relative_attention()
     _carry_target_phrases()
     _load_checkpoints_safely()
     _check_before_starting()
@@ -34,6 +36,35 @@ def activate():
 def _register_transforms():
     """Transforms register themselves on import; that must precede every parser."""
     import onmt_posenc.transforms  # noqa: F401
+
+
+def _split_tokens_on_any_whitespace():
+    """Tokens are what whitespace separates, as `str.split()` sees it.
+
+    ParallelCorpusIterator._process, which every corpus line passes through
+    (onmt_build_vocab, onmt_train, onmt_translate), splits lines on single spaces:
+    "a  b" gives an empty token and "Nummer\xa05" one token. onmt_build_vocab then
+    writes them, and `inputter._read_vocab_file` reads each vocabulary line back
+    with `str.split` (empty token: IndexError; a token holding other whitespace:
+    ValueError on its count). Collapsing every run of whitespace to one space
+    first makes the stock split give `line.split()`, tokens without whitespace,
+    which the vocabulary reader reads back as written."""
+    from onmt.inputters.text_corpus import ParallelCorpusIterator
+
+    stock_process = ParallelCorpusIterator._process
+    sides = ("src", "tgt", "src_original", "tgt_original")
+
+    @functools.wraps(stock_process)
+    def _process(self, stream):
+        def single_spaced(example):
+            for side in sides:
+                if example.get(side) is not None:
+                    example[side] = " ".join(example[side].split())
+            return example
+
+        return stock_process(self, map(single_spaced, stream))
+
+    ParallelCorpusIterator._process = _process
 
 
 def _support_concat_pairs():
@@ -190,6 +221,26 @@ def _build_relative_attention():
         return model
 
     model_builder.build_task_specific_model = build_task_specific_model
+
+
+def _initialize_relative_attention():
+    """`build_model` initializes the parameters of a new model (no checkpoint);
+    Music's distance tables then get their own initialization. onmt_train reaches
+    the wrapper because `onmt.train_single` imports `build_model` after `import onmt`."""
+    from onmt import model_builder
+
+    from onmt_posenc import relative_attention
+
+    stock_build_model = model_builder.build_model
+
+    @functools.wraps(stock_build_model)
+    def build_model(model_opt, opt, vocabs, checkpoint, device_id):
+        model = stock_build_model(model_opt, opt, vocabs, checkpoint, device_id)
+        if checkpoint is None:  # otherwise the tables were loaded from it
+            relative_attention.initialize(model)
+        return model
+
+    model_builder.build_model = build_model
 
 
 def install_position_encoding(embeddings, choice, opt):

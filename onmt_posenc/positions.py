@@ -23,7 +23,8 @@ class ShiftedSinusoidalEncoding(PositionalEncoding):
     (the source and target embeddings are two modules, so two independent draws).
     Evaluation: k = inference_offset for every sequence (0 in the paper; the
     authors' released code uses max_shift).
-    max_shift = 0 draws nothing, so it reproduces plain APE bit for bit.
+    max_shift = 0 trains at k = 0 without a draw: plain APE bit for bit (in
+    evaluation too if inference_offset is 0).
     """
 
     def __init__(self, dim, enc_type, max_shift, inference_offset=0, max_len=ONMT_TABLE_ROWS):
@@ -35,9 +36,11 @@ class ShiftedSinusoidalEncoding(PositionalEncoding):
 
     def offsets(self, batch_size, device):
         """One offset k per sequence: random in training, fixed in evaluation."""
-        if self.training and self.max_shift > 0:
-            return torch.randint(0, self.max_shift + 1, (batch_size,), device=device)
-        return torch.full((batch_size,), self.inference_offset, device=device, dtype=torch.long)
+        if not self.training:
+            return torch.full((batch_size,), self.inference_offset, device=device, dtype=torch.long)
+        if self.max_shift == 0:  # U{0..0} without a draw: the random stream stays APE's
+            return torch.zeros(batch_size, device=device, dtype=torch.long)
+        return torch.randint(0, self.max_shift + 1, (batch_size,), device=device)
 
     def forward(self, emb, step=None):
         batch, length, _ = emb.shape

@@ -311,7 +311,16 @@ class MusicRelativeAttention(SelfAttention):
         self.max_distance = 0 if is_decoder else max_relative_positions
         distances = max_relative_positions + 1 + self.max_distance
         # (heads, distances, d_head); row r is distance r - K
-        self.relative_key_embeddings = nn.Parameter(torch.randn(head_count, distances, self.dim_per_head))
+        self.relative_key_embeddings = nn.Parameter(torch.empty(head_count, distances, self.dim_per_head))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """The reference implementation's initialization, N(0, d_head**-0.5):
+        tensor2tensor's relative attention (Music Transformer's code),
+        `get_relative_embeddings_left` and `_left_right`, draw the table with
+        stddev depth**-0.5, depth being the last dimension of the per-head keys.
+        OpenNMT-py's initialization does not know this table (see `initialize`)."""
+        nn.init.normal_(self.relative_key_embeddings, std=self.dim_per_head**-0.5)
 
     def relative_logits(self, q, key_len):
         far = self.max_relative_positions
@@ -319,6 +328,18 @@ class MusicRelativeAttention(SelfAttention):
         lo, hi = max(-far, 1 - key_len), min(self.max_distance, last)  # distinct distances
         table = self.relative_key_embeddings[:, lo + far : hi + far + 1]
         return SkewedLogits.apply(q, table, key_len, last, lo, hi)
+
+
+def initialize(model):
+    """Draw every Music distance table of a new model again, after OpenNMT-py
+    initialized its parameters. OpenNMT-py's `param_init` draws them uniform in
+    its range; its glorot re-draws only parameters named `weight` and leaves the
+    tables as built under `_replacement`'s forked RNG: the same numbers in every
+    layer. Here one table after the other from the seeded RNG: independent per
+    layer, reproducible."""
+    for module in model.modules():
+        if isinstance(module, MusicRelativeAttention):
+            module.reset_parameters()
 
 
 def _unsupported(layer, attention, opt):

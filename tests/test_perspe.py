@@ -311,7 +311,6 @@ def test_end_to_end_enja_translate_and_score(workdir, trained):
     score = run([command("sacrebleu"), workdir / "test.ja", "-i", hyp, "-m", "bleu", "-tok", "ja-mecab", "-w", "2"])
     result = json.loads(score.stdout)
     assert "tok:ja-mecab" in result["signature"]
-    assert 0.0 <= result["score"] <= 100.0
 
 
 def test_phrase_groups_reach_the_decoder_in_training(workdir):

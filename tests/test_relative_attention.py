@@ -2,6 +2,7 @@
 positions: against OpenNMT-py's own MultiHeadedAttention, against direct O(L^2 d)
 computations, in incremental decoding, and through the stock onmt_* commands."""
 import importlib.util
+import itertools
 import math
 import re
 import sys
@@ -19,6 +20,7 @@ from onmt.decoders.transformer import TransformerDecoderLayer
 from onmt.modules.multi_headed_attn import MultiHeadedAttention
 from onmt.utils.misc import sequence_mask
 from onmt.utils.parse import ArgumentParser
+from rounding import assert_matches
 
 from onmt_posenc.options import resolve_attention_options
 from onmt_posenc.relative_attention import (
@@ -31,7 +33,6 @@ from onmt_posenc.relative_attention import (
 
 HEADS, DIM, FAR = 4, 32, 16
 LENGTHS = [40, 27, 9]  # the longest is beyond FAR in both directions: clipping happens
-TOLERANCE = dict(atol=1e-5, rtol=1e-5)
 
 
 def encoder_mask(lengths):
@@ -77,13 +78,13 @@ def forward_backward(module, x, mask, seed=1):
 def assert_same(expected, actual):
     out_e, attn_e, dx_e, grads_e = expected
     out_a, attn_a, dx_a, grads_a = actual
-    torch.testing.assert_close(out_a, out_e, **TOLERANCE)
+    assert_matches(out_a, out_e)
     if attn_e is not None and attn_a is not None:
-        torch.testing.assert_close(attn_a, attn_e, **TOLERANCE)
-    torch.testing.assert_close(dx_a, dx_e, **TOLERANCE)
+        assert_matches(attn_a, attn_e)
+    assert_matches(dx_a, dx_e)
     assert grads_a.keys() == grads_e.keys()
     for name in grads_e:
-        torch.testing.assert_close(grads_a[name], grads_e[name], **TOLERANCE, msg=name)
+        assert_matches(grads_a[name], grads_e[name], msg=name)
 
 
 def inputs(lengths=LENGTHS, seed=2):
@@ -152,7 +153,7 @@ def test_shaw_separate_tables_match_direct_computation(side):
     a_k = module.relative_keys_embeddings.weight[bucket][None]
     a_v = module.relative_values_embeddings.weight[bucket][None]
     expected = direct_attention(module, x, mask, key_term=a_k, value_term=a_v)
-    torch.testing.assert_close(module(x, x, x, mask=mask)[0], expected, **TOLERANCE)
+    assert_matches(module(x, x, x, mask=mask)[0], expected)
 
 
 @pytest.mark.parametrize("far", [FAR, 64])  # clipped, and every distance its own embedding
@@ -173,8 +174,8 @@ def test_music_matches_direct_computation(side, fused, far):
     (expected_table_grad,) = torch.autograd.grad((expected * weights).sum(), table)
     out, attn = module(x, x, x, mask=mask)
     (table_grad,) = torch.autograd.grad((out * weights).sum(), table)
-    torch.testing.assert_close(out, expected, **TOLERANCE)
-    torch.testing.assert_close(table_grad, expected_table_grad, **TOLERANCE)
+    assert_matches(out, expected)
+    assert_matches(table_grad, expected_table_grad)
     assert (attn is None) == fused
 
 
@@ -185,9 +186,9 @@ def test_music_single_position():
     table = module.relative_key_embeddings
     expected = direct_attention(module, x, mask, key_term=table[:, FAR : FAR + 1, None])
     out, _ = module(x, x, x, mask=mask)
-    torch.testing.assert_close(out, expected, **TOLERANCE)
+    assert_matches(out, expected)
     grads = [torch.autograd.grad(y.sum(), table)[0] for y in (out, expected)]
-    torch.testing.assert_close(grads[0], grads[1], **TOLERANCE)
+    assert_matches(grads[0], grads[1])
 
 
 @pytest.mark.parametrize("query_len, key_len, causal", [(5, 5, True), (5, 5, False), (1, 7, True), (3, 7, True)])
@@ -232,7 +233,7 @@ def test_mixed_precision(name):
     out.float().sum().backward()
     for name, parameter in module.named_parameters():
         assert parameter.grad.dtype == torch.float32 and parameter.grad.isfinite().all(), name
-    torch.testing.assert_close(out.float(), expected, atol=0.1, rtol=0.05)
+    assert_matches(out.float(), expected, rounding=torch.bfloat16, eps_multiple=8)
 
 
 DECODERS = {
@@ -255,7 +256,7 @@ def test_incremental_decoding_matches_full_forward(name):
     full, _ = module(x, x, x, mask=decoder_mask([length, length]))
     module.layer_cache = (True, {"keys": torch.tensor([]), "values": torch.tensor([])})
     steps = [module(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], step=t)[0] for t in range(length)]
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOLERANCE)
+    assert_matches(torch.cat(steps, dim=1), full)
     assert module.layer_cache[1]["keys"].shape == (2, HEADS, length, DIM // HEADS)
 
 
@@ -305,25 +306,49 @@ def test_built_model_keeps_openmt_parameters_and_outputs(vocabs):
     stock.eval(), ours.eval()
     expected, _ = stock(src, tgt, lengths)
     actual, _ = ours(src, tgt, lengths)
-    torch.testing.assert_close(actual, expected, **TOLERANCE)
+    assert_matches(actual, expected)
+
+
+def new_model(opt, vocabs):
+    """A model as onmt_train builds and initializes it for new training (seeded)."""
+    torch.manual_seed(7)
+    train_opt = types.SimpleNamespace(world_size=1, parallel_mode="data_parallel", gpu_ranks=[], gpu=-1)
+    return model_builder.build_model(opt, train_opt, vocabs, None, 0)
 
 
 def test_same_seed_initializes_like_openmt(vocabs, monkeypatch):
     """Swapping attention draws no random numbers: a seeded build initializes every
     parameter as OpenNMT-py alone does, so training runs are comparable."""
     opt = model_options("-max_relative_positions", str(FAR), "-param_init", "0.1")
-    train_opt = types.SimpleNamespace(world_size=1, parallel_mode="data_parallel", gpu_ranks=[], gpu=-1)
-
-    def build():
-        torch.manual_seed(7)
-        return model_builder.build_model(opt, train_opt, vocabs, None, 0)
-
-    ours = build()
+    ours = new_model(opt, vocabs)
     monkeypatch.setattr(model_builder, "build_task_specific_model", model_builder.build_task_specific_model.__wrapped__)
-    stock = build()
+    stock = new_model(opt, vocabs)
     assert type(self_attentions(stock)[0]) is MultiHeadedAttention
     for (name, expected), (_, actual) in zip(stock.named_parameters(), ours.named_parameters()):
         assert torch.equal(actual, expected), name
+
+
+def music_tables(state):
+    return {name: tensor for name, tensor in state.items() if name.endswith("relative_key_embeddings")}
+
+
+def assert_drawn_per_layer(tables, d_head):
+    """The 2 + 2 layers' Music distance tables: each its own draw, at the reference
+    std d_head**-0.5, whatever OpenNMT-py's param_init (a few training steps leave both visible)."""
+    assert len(tables) == 4
+    for name, table in tables.items():
+        assert table.std().item() == pytest.approx(d_head**-0.5, rel=0.1), name
+    for (name_a, a), (name_b, b) in itertools.combinations(tables.items(), 2):
+        # Same draws (or a copy trained a few steps) correlate near 1, independent draws near 0.
+        n = min(a.numel(), b.numel())
+        correlation = torch.corrcoef(torch.stack((a.flatten()[:n], b.flatten()[:n])))[0, 1]
+        assert abs(correlation) < 0.3, (name_a, name_b)
+
+
+@pytest.mark.parametrize("init", [["-param_init", "0.1"], ["-param_init", "0", "-param_init_glorot"]])
+def test_music_tables_initialized_per_layer(vocabs, init):
+    opt = model_options("-max_relative_positions", str(FAR), "-relative_attention", "music", *init)
+    assert_drawn_per_layer(music_tables(new_model(opt, vocabs).state_dict()), DIM // HEADS)
 
 
 @pytest.mark.parametrize(
@@ -475,6 +500,12 @@ def test_train_and_translate_music(workdir):
     translate(workdir, checkpoint)
 
 
+def test_train_initializes_music_tables_per_layer(workdir):
+    """With the recipes' initialization: glorot, which OpenNMT-py applies to `weight`s only."""
+    checkpoint, _ = train(workdir, "music_glorot", relative_attention="music", param_init=0, param_init_glorot=True)
+    assert_drawn_per_layer(music_tables(torch.load(checkpoint)["model"]), d_head=16)
+
+
 # --- the benchmark script --------------------------------------------------------
 
 def test_benchmark_runs_and_prints_ratio_tables(tmp_path):
@@ -484,9 +515,14 @@ def test_benchmark_runs_and_prints_ratio_tables(tmp_path):
     tables = result.stdout
     for title in ("Layer, fastest path: ms", "Layer, plain path: peak MiB", "Model, plain path: ms"):
         assert title in tables
-    ape_rows = re.findall(r"\| APE / SHAPE / none \| (.*) \|", tables)
-    assert ape_rows and all(cell.endswith("(x1.00)") for row in ape_rows for cell in row.split(" | "))
-    assert re.search(r"\| our Shaw \| [0-9.]+ \(x[0-9.]+\)", tables)
+
+    def first_row(name):  # (ms, ratio) per length, from the first table (layer, fastest path: ms)
+        row = re.search(rf"^\| {re.escape(name)} \| (.*) \|$", tables, re.M).group(1)
+        return [tuple(map(float, re.fullmatch(r"([0-9.]+) \(x([0-9.]+)\)", cell).groups())) for cell in row.split(" | ")]
+
+    # A speed ratio is APE's time over the row's, both printed rounded (0.05 ms, 0.005).
+    for (ape_ms, _), (ms, ratio) in zip(first_row("APE / SHAPE / none"), first_row("our Shaw"), strict=True):
+        assert abs(ratio * ms - ape_ms) <= 0.05 * (1 + ratio) + 0.005 * ms
 
 
 def test_benchmark_joins_ten_pairs_like_interpolate():

@@ -51,6 +51,16 @@ def test_k_zero_is_ape_and_draws_nothing():
     assert torch.equal(out, stock(emb))
 
 
+@pytest.mark.parametrize("K", [0, 3])
+def test_training_draws_from_zero_whatever_the_inference_offset(K):
+    """The inference offset is for evaluation only: training draws from 0..K (K = 0: APE)."""
+    torch.manual_seed(3)
+    module = ShiftedSinusoidalEncoding(DIM, "SinusoidalInterleaved", max_shift=K, inference_offset=7).train()
+    draws = recovered_offsets(module, batch=200)
+    assert sorted(draws.unique().tolist()) == list(range(K + 1))
+    assert recovered_offsets(module.eval(), batch=4).tolist() == [7] * 4
+
+
 def test_training_offsets_uniform_per_sequence_and_pass():
     torch.manual_seed(1)
     K = 4

@@ -48,8 +48,10 @@ class ConcatPairsError(ValueError):
 
 
 def opennmt_tokens(line):
-    """A corpus line as OpenNMT-py's reader splits it."""
-    return line.strip().split(" ")
+    """A corpus line as OpenNMT-py's reader splits it: on any whitespace with the
+    extension active (`onmt_posenc.plugin._split_tokens_on_any_whitespace`), and
+    a line without tokens as one empty token, as OpenNMT-py reads an empty line."""
+    return line.split() or [""]
 
 
 class CorpusLines:

@@ -30,6 +30,8 @@ from onmt.constants import CorpusName
 from onmt.transforms import register_transform
 from onmt.transforms.transform import Transform
 
+from onmt_posenc.transforms.concat_pairs import opennmt_tokens
+
 NAME = "tgt_phrases"
 PATH_KEY = "path_tgt_phrases"
 EXAMPLE_KEY = "tgt_phrases"
@@ -81,7 +83,7 @@ class PhraseFile:
             raise PhraseFileError(f"{where}: no such line (the file has {len(self.phrases)})")
         # The reader's line number must name the line it read (OpenNMT-py 3.5.1 misnumbers
         # lines when several data workers or GPUs share a corpus).
-        if self.targets[line_number].strip().split(" ") != original:
+        if opennmt_tokens(self.targets[line_number]) != original:
             raise PhraseFileError(
                 f"{self.targets.path}:{line_number + 1} is not the line the corpus reader gave as "
                 f"line {line_number + 1}: the reader's line numbers are wrong"

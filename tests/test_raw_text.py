@@ -1,0 +1,65 @@
+"""Raw corpora with any whitespace through the stock commands: tokens are what
+whitespace separates (str.split), in the vocabulary, in training and in translation."""
+import re
+from pathlib import Path
+
+import onmt  # noqa: F401  (activates the extension)
+from conftest import command, run, tiny_transformer, write_yaml
+from onmt.inputters.text_corpus import ParallelCorpus, ParallelCorpusIterator
+from onmt.transforms import TransformPipe
+
+from onmt_posenc.transforms.concat_pairs import CorpusLines
+from onmt_posenc.transforms.phrase_boundaries import PhraseFile
+
+# Double spaces, leading and trailing spaces, a tab, a thin space (U+2009) and
+# no-break spaces (U+00A0) inside what OpenNMT-py alone would read as one token;
+# a pair of lines holding only whitespace.
+SRC = ["  das ist  Nummer\xa05 ", "ein\tHaus ist\u2009gut", "das Haus  ist Nummer\xa07", "gut ist  gut  ", "\xa0 "]
+TGT = ["this is  number\xa05", " a house\tis good ", "the  house is number\xa07 ", "good  is good", " "]
+
+
+def write_lines(path, lines):
+    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+def test_messy_whitespace_builds_vocab_trains_and_translates(tmp_path):
+    src = write_lines(tmp_path / "raw.src", SRC * 10)
+    tgt = write_lines(tmp_path / "raw.tgt", TGT * 10)
+    corpus = {"path_src": src, "path_tgt": tgt}
+    config = write_yaml(
+        tmp_path / "raw.yaml",
+        tiny_transformer(tmp_path, train_steps=2, data={"corpus_1": corpus, "valid": corpus}),
+    )
+    run([command("onmt_build_vocab"), "-config", config, "-n_sample", "-1"])
+    for vocab, lines in ((tmp_path / "vocab.src", SRC), (tmp_path / "vocab.tgt", TGT)):
+        tokens = [line.split("\t")[0] for line in vocab.read_text(encoding="utf-8").splitlines()]
+        assert sorted(tokens) == sorted({token for line in lines for token in line.split()})
+
+    run([command("onmt_train"), "-config", config])
+
+    test_src = write_lines(tmp_path / "raw-test.src", [SRC[0]])
+    output = tmp_path / "raw-test.hyp"
+    result = run([command("onmt_translate"), "-model", tmp_path / "model_step_2.pt", "-src", test_src,
+                  "-output", output, "-max_length", "5", "-verbose"])
+    # -verbose logs the source as the model read it, each token looked up in its vocabulary.
+    assert re.search(r"SENT 1: \['das', 'ist', 'Nummer', '5'\]", result.stdout + result.stderr)
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 1
+
+
+def test_extension_reads_lines_as_the_corpus_reader(tmp_path):
+    """concat_pairs and tgt_phrases re-read corpus lines by number and check them
+    against the example; they must split them as OpenNMT-py's reader now does."""
+    src, tgt = write_lines(tmp_path / "raw.src", SRC), write_lines(tmp_path / "raw.tgt", TGT)
+    reader = ParallelCorpusIterator(ParallelCorpus("raw", src, tgt), TransformPipe.build_from([]))
+    examples = [example for example, _, _ in reader]
+    # A line without tokens stays one empty token, as OpenNMT-py reads an empty line.
+    assert [example["src"] for example in examples] == [line.split() or [""] for line in SRC]
+    assert [example["tgt"] for example in examples] == [line.split() or [""] for line in TGT]
+    assert CorpusLines("raw", src, tgt, "<sep>").read(0, len(SRC)) == [
+        [example[side] for example in examples] for side in ("src_original", "tgt_original")
+    ]
+    phrase_lines = [" ".join("0" * len(example["tgt"])) for example in examples]
+    phrases = PhraseFile(write_lines(tmp_path / "raw.phrases", phrase_lines), tgt)
+    for number, example in enumerate(examples):
+        assert phrases.ids(number, example["tgt_original"], len(example["tgt"])) == [0] * len(example["tgt"])
