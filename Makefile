@@ -23,6 +23,6 @@ $(VENV)/.installed: pyproject.toml Makefile
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# `make demo DATA=../shared/data/toy-ende`: the same batch on a folder of real files
+# `make demo DATA=DIR`: the same batch on a folder of real files (OpenNMT-py layout)
 demo: setup
 	$(BIN)/onmt-posenc run recipes/experiments/demo.yaml $(if $(DATA),--data $(DATA))

@@ -269,6 +269,11 @@ def _data_setting(label, spec, base, path, folder=None):
             task = SyntheticTask(**_mapping(spec["synthetic"], path, f"data.{label}.synthetic"))
         except (TypeError, ValueError) as error:
             _fail(path, f"data.{label}.synthetic: {error}")
+        several = {key: getattr(task, key) for key in ("max_sentences", "test_sentences", "concat_sentences")
+                   if getattr(task, key) != 1}
+        if shape["interpolate"] and several:
+            _fail(path, f"data.{label}: interpolate joins single sentences, but the synthetic task "
+                        f"already joins several ({', '.join(f'{k}: {v}' for k, v in several.items())}); set them to 1")
         return DataSetting(label, settings=settings, synthetic=task, eval_sets=dict.fromkeys(EVAL_SETS), **shape)
     if sources == ["folder"]:
         extra = {"train", "valid", "eval"} & set(spec)

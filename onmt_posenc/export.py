@@ -94,7 +94,7 @@ def _position_module(model_opt, variables, side, dim):
     checkpoint's buffers, in evaluation mode."""
     from onmt.modules import Embeddings
 
-    from onmt_posenc.plugin import install_position_encoding
+    from onmt_posenc.positions import install_position_encoding
 
     holder = Embeddings(dim, word_vocab_size=1, word_padding_idx=0)
     install_position_encoding(holder, getattr(model_opt, f"{side}_position_encoding"), model_opt)

@@ -188,6 +188,8 @@ def _build_position_encodings():
     """Replace the `pe` module that `build_embeddings` made with the chosen scheme."""
     from onmt import model_builder
 
+    from onmt_posenc import positions
+
     stock_build_embeddings = model_builder.build_embeddings
 
     @functools.wraps(stock_build_embeddings)
@@ -197,7 +199,7 @@ def _build_position_encodings():
         choice = getattr(opt, f"{side}_position_encoding", None)
         if choice is None:  # a caller that skipped validation: resolve now
             choice = getattr(options.resolve_position_options(opt), f"{side}_position_encoding")
-        install_position_encoding(embeddings, choice, opt)
+        positions.install_position_encoding(embeddings, choice, opt)
         return embeddings
 
     model_builder.build_embeddings = build_embeddings
@@ -241,38 +243,6 @@ def _initialize_relative_attention():
         return model
 
     model_builder.build_model = build_model
-
-
-def install_position_encoding(embeddings, choice, opt):
-    """Put the position module for `choice` at `embeddings.make_embedding.pe`."""
-    from onmt.modules.embeddings import PositionalEncoding
-
-    from onmt_posenc import positions
-
-    dim = embeddings.embedding_size
-    if choice == "sinusoidal":
-        module = PositionalEncoding(dim, opt.position_encoding_type)
-    elif choice == "shape":
-        module = positions.ShiftedSinusoidalEncoding(
-            dim,
-            opt.position_encoding_type,
-            max_shift=opt.shape_max_shift,
-            inference_offset=opt.shape_inference_offset,
-        )
-    elif choice == "perspe":
-        module = positions.PerturbedSinusoidalEncoding(
-            dim, opt.position_encoding_type, max_perturbation=opt.perspe_range, unit=opt.perspe_unit
-        )
-    elif opt.position_encoding:
-        # The ablation of an APE model: the position term goes, its sqrt(d) scale stays.
-        module = positions.NoPositionEncoding(dim)
-    else:
-        # Stock OpenNMT-py without position_encoding (RPE models, checkpoints trained
-        # without the extension): no position module and no sqrt(d) scale.
-        return
-    # Embeddings.forward passes `step` to its last module only when this flag is set.
-    embeddings.position_encoding = True
-    embeddings.make_embedding.add_module("pe", module)
 
 
 def _carry_target_phrases():

@@ -148,3 +148,31 @@ class NoPositionEncoding(nn.Module):
 
     def forward(self, emb, step=None):
         return emb * math.sqrt(self.dim)
+
+
+def install_position_encoding(embeddings, choice, opt):
+    """Put the position module for `choice` at `embeddings.make_embedding.pe`."""
+    dim = embeddings.embedding_size
+    if choice == "sinusoidal":
+        module = PositionalEncoding(dim, opt.position_encoding_type)
+    elif choice == "shape":
+        module = ShiftedSinusoidalEncoding(
+            dim,
+            opt.position_encoding_type,
+            max_shift=opt.shape_max_shift,
+            inference_offset=opt.shape_inference_offset,
+        )
+    elif choice == "perspe":
+        module = PerturbedSinusoidalEncoding(
+            dim, opt.position_encoding_type, max_perturbation=opt.perspe_range, unit=opt.perspe_unit
+        )
+    elif opt.position_encoding:
+        # The ablation of an APE model: the position term goes, its sqrt(d) scale stays.
+        module = NoPositionEncoding(dim)
+    else:
+        # Stock OpenNMT-py without position_encoding (RPE models, checkpoints trained
+        # without the extension): no position module and no sqrt(d) scale.
+        return
+    # Embeddings.forward passes `step` to its last module only when this flag is set.
+    embeddings.position_encoding = True
+    embeddings.make_embedding.add_module("pe", module)

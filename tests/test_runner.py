@@ -83,6 +83,7 @@ def test_overrides_and_clear_errors(tmp_path):
         ({"data": {"d": {"synthetic": {}, "interpolate": 0}}}, "interpolate must be a positive integer"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 3, "extrapolate": 9}}}, "not both"),
         ({"methods": {"ape": {}, "shape": {"shape_max_shift": 9}}}, "which grid.K overrides"),
+        ({"data": {"d": {"synthetic": {}, "interpolate": 4}}}, "synthetic task already joins several"),
     ]:
         with pytest.raises(experiments.ExperimentError, match=message) as error:
             experiments.load(experiment_file(tmp_path, **change))
@@ -96,6 +97,25 @@ def test_a_recipe_whose_corpora_have_transforms_is_refused(tmp_path, recipe):
     with pytest.raises(experiments.ExperimentError, match=r"corpus 'wmt16' sets \['transforms'\]") as error:
         experiments.load(path)
     assert str(path) in str(error.value) and recipe in str(error.value)
+
+
+def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
+    from onmt_posenc.runs import longest_training_source, prepare_data
+    from onmt_posenc.runner import run_config
+
+    single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
+              "eval_examples": 7}
+    loaded = experiments.load(experiment_file(tmp_path, data={"joined": {"synthetic": single, "interpolate": 3}}))
+    setting = loaded.data["joined"]
+    files = prepare_data(setting, tmp_path / "data")
+    for name in ("valid", "test", "concat"):
+        lines = read_lines(files["eval"][name].src)
+        assert [line.split().count("<sep>") for line in lines] == [2, 2, 0]  # 7 sentences: 3 + 3 + 1
+    plain = read_lines(tmp_path / "data" / "train.src")
+    assert longest_training_source(setting, files) == max(len(line.split()) for line in join_lines(plain, 3, "<sep>"))
+    config = run_config(loaded.runs[0], setting, files, tmp_path / "run")
+    assert config["data"]["train"]["transforms"] == config["data"]["valid"]["transforms"] == ["concat_pairs"]
+    assert config["concat_n"] == 3
 
 
 def test_shards_split_the_runs_without_overlap(tmp_path):
