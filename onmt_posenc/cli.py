@@ -19,7 +19,7 @@ COMMANDS = {
     "shift-invariance": ("onmt_posenc.analysis.shift_invariance", "cosine similarity of encoder states under position offsets"),
     "length-buckets": ("onmt_posenc.analysis.length_buckets", "BLEU and gain over a baseline by source length"),
     "token-nll": ("onmt_posenc.analysis.token_nll", "share of gold tokens where model A has lower NLL than B"),
-    "speed": ("onmt_posenc.analysis.speed", "training tokens/s of models relative to a baseline, same batches"),
+    "speed": ("onmt_posenc.analysis.speed", "forward-backward tokens/s of checkpoints relative to a baseline, same batches"),
     "position-ablation": ("onmt_posenc.analysis.position_ablation", "features and perplexity with the position encoding removed"),
 }
 

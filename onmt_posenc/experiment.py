@@ -212,17 +212,19 @@ def _reject_recipe_corpus_transforms(recipe, recipe_path, path):
 
 
 def _reject_overridden_keys(layers, data, path):
-    """Keys that a data setting's transforms own, or transforms the runner places itself."""
-    for where, keys in layers + [(f"data.{label}.settings", s.settings) for label, s in data.items()]:
+    """Keys that a data setting's transforms own, or transforms the runner places itself.
+    `layers`: (where, keys, the data settings those keys reach)."""
+    layers = layers + [(f"data.{label}.settings", setting.settings, [setting]) for label, setting in data.items()]
+    for where, keys, reached in layers:
         for name in keys.get("transforms") or []:
             if name in SETTING_TRANSFORMS:
                 _fail(path, f"{where} lists the transform {name!r}, which would reach the validation corpus "
                             f"too; declare `{SETTING_TRANSFORMS[name]}: N` on a data setting instead")
-        for label, setting in data.items():
+        for setting in reached:
             owned = set(keys) & set(data_setting_keys(setting))
             if owned:
-                _fail(path, f"{where} sets {sorted(owned)}, which data.{label}.{setting.kind.lower()} sets "
-                            "for its runs")
+                _fail(path, f"{where} sets {sorted(owned)}, which data.{setting.label}.{setting.kind.lower()} "
+                            "sets for its runs")
 
 
 def _file_pair(spec, base, path, where):
@@ -447,10 +449,11 @@ def load(path, overrides=(), output=None, data_folder=None):
         _fail(path, "data: name at least one data setting")
     for label, setting in data.items():
         _reject_runner_keys(setting.settings, f"data.{label}.settings", path)
-    layers = [(f"recipe {mapping.get('recipe')}", recipe), ("settings", settings),
-              *((f"methods.{m}", k) for m, k in methods.items())]
-    _reject_overridden_keys(layers, data, path)
     grid = _mapping(mapping.get("grid"), path, "grid")
+    gridded = [data[label] for label in grid.get("data", data) if label in data]
+    layers = [(f"recipe {mapping.get('recipe')}", recipe, gridded), ("settings", settings, gridded),
+              *((f"methods.{m}", k, gridded) for m, k in methods.items())]
+    _reject_overridden_keys(layers, data, path)
     if "K" in grid:
         for label, keys in methods.items():
             if "shape_max_shift" in keys:
@@ -464,6 +467,8 @@ def load(path, overrides=(), output=None, data_folder=None):
     used_data = {run.data for run in runs}
     common = [n for n in next(iter(data.values())).eval_sets if all(n in data[d].eval_sets for d in used_data)]
     eval_sets = evaluation.get("sets", common)
+    if not eval_sets:
+        _fail(path, f"the data settings {sorted(used_data)} share no evaluation set; name the same sets in each")
     for label in used_data:
         missing = [n for n in eval_sets if n not in data[label].eval_sets]
         if missing:
@@ -472,7 +477,12 @@ def load(path, overrides=(), output=None, data_folder=None):
     if average_last is not None and (not isinstance(average_last, int) or average_last < 1):
         _fail(path, "evaluation.average_last must be a positive integer")
 
-    analyses = _analyses(mapping.get("analyses"), eval_sets or common, path)
+    analyses = _analyses(mapping.get("analyses"), eval_sets, path)
+    for analysis, options in analyses.items():
+        for label in sorted(used_data):
+            missing = [n for n in options.get("sets", [options.get("set")]) if n not in data[label].eval_sets]
+            if missing:
+                _fail(path, f"analyses.{analysis} names {missing}, which data.{label} has no eval set for")
     return Experiment(
         path=path,
         name=name,

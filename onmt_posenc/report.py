@@ -58,19 +58,19 @@ def baseline_label(experiment, chosen):
 
 
 def relative_speeds(experiment, records):
-    """{data: {label: training tokens/s relative to the baseline}}, means over seeds."""
+    """{data: {label: training tokens/s relative to the baseline}}, means over seeds; only
+    runs on the machine the baseline ran on count (shards may run on several)."""
     speeds = {}
     for data in dict.fromkeys(r["data"] for r in records):
-        mean = {}
-        for label in dict.fromkeys(r["label"] for r in records if r["data"] == data):
-            measured = [r["training_speed"]["tokens_per_second"] for r in records
-                        if r["data"] == data and r["label"] == label and r["status"] == "finished"
-                        and r.get("training_speed")]
-            if measured:
-                mean[label] = statistics.mean(measured)
-        base = baseline_label(experiment, {label: next(r for r in records if r["label"] == label) for label in mean})
-        if base is not None:
-            speeds[data] = {label: value / mean[base] for label, value in mean.items()}
+        timed = [r for r in records if r["data"] == data and r["status"] == "finished" and r.get("training_speed")]
+        baseline = [r for r in timed if r["method"] == experiment.baseline]
+        if not baseline:
+            continue
+        same_machine = [r for r in timed if r.get("machine") == baseline[0].get("machine")]
+        mean = {label: statistics.mean(r["training_speed"]["tokens_per_second"] for r in same_machine
+                                       if r["label"] == label)
+                for label in dict.fromkeys(r["label"] for r in same_machine)}
+        speeds[data] = {label: value / mean[baseline[0]["label"]] for label, value in mean.items()}
     return speeds
 
 
@@ -195,6 +195,9 @@ class Report:
             stored = {label: read_json(Path(r["dir"]) / r["analyses"]["length_buckets"]) for label, r in chosen.items()}
             base = baseline_label(self.experiment, chosen)
             for name in options["sets"]:
+                if not all(name in s for s in stored.values()):  # runs made before `sets` named it
+                    self.add(f"### {data} / {name}", "", "Not in every run's stored analysis; run them again.", "")
+                    continue
                 result = length_buckets.compare({label: s[name] for label, s in stored.items()}, base)
                 results[f"{data}/{name}"] = result
                 longest = result["max_train_length"]
@@ -257,6 +260,8 @@ class Report:
             if base is None or len(chosen) < 2:
                 continue
             stored = {label: read_json(Path(r["dir"]) / r["analyses"]["token_nll"]) for label, r in chosen.items()}
+            if "frequency" not in stored[base]:  # stored by a version that kept no token frequencies
+                continue
             for label in chosen:
                 if label == base:
                     continue

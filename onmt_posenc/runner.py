@@ -4,7 +4,7 @@ Each run lives in <output>/<data>/<method>/seed<n>/ and goes through the stock
 OpenNMT-py commands, as a user would call them:
 
     config.yaml      the run's OpenNMT-py config (see onmt_posenc.experiment)
-    onmt_build_vocab -config config.yaml -n_sample -1
+    onmt_build_vocab -config config.yaml -n_sample -1 -dump_samples   (sample/: the corpus as trained on)
     onmt_train -config config.yaml
     onmt_average_models -models <the last checkpoints> -output averaged.pt
     onmt_translate -config translate.yaml -model averaged.pt -src <set> -output hyp/<set>.txt
@@ -189,7 +189,6 @@ class RunExecutor:
 
     def __init__(self, experiment, run, files, run_dir, progress):
         self.experiment, self.run, self.files = experiment, run, files
-        self.setting = experiment.data[run.data]
         self.dir, self.progress = Path(run_dir), progress
         self.logs = self.dir / "logs"
         self._model = None
@@ -209,6 +208,7 @@ class RunExecutor:
         # -dump_samples: the training corpus as the transforms made it, in sample/, to check what was trained on
         self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples"],
                    "build_vocab")
+        self.longest_source = longest_training_source(self.dir)
         self.progress.start_training()
         train_started = time.time()
         self.stock("onmt_train", ["-config", self.dir / "config.yaml"], "train", _train_progress(self.progress))
@@ -236,7 +236,7 @@ class RunExecutor:
             "bleu_signature": next(iter(scores.values()))["signature"],
             "training_speed": training_speed(self.logs / "train.log"),
             "machine": machine(),
-            "longest_training_source": longest_training_source(self.setting, self.files),
+            "longest_training_source": self.longest_source,
             "checkpoints_averaged": [p.name for p in averaged],
             "train_seconds": round(train_seconds, 1), "seconds": round(time.time() - started, 1),
             "analyses": analyses, "analysis_errors": errors, "config": config,
@@ -259,11 +259,7 @@ class RunExecutor:
         for name in PER_RUN_ANALYSES:
             if name not in self.experiment.analyses:
                 continue
-            options = self.experiment.analyses[name]
-            missing = [s for s in options.get("sets", [options.get("set")]) if s not in self.files["eval"]]
-            if missing:
-                errors[name] = f"data setting {self.run.data!r} has no eval set {missing[0]!r}; skipped"
-                continue
+            options = self.experiment.analyses[name]  # its sets exist: experiment.load checked them
             self.progress.say(f"analysis {name}")
             try:
                 result = getattr(self, name)(options, hyps)
@@ -288,10 +284,9 @@ class RunExecutor:
     def length_buckets(self, options, hyps):
         from onmt_posenc.analysis import length_buckets
 
-        longest = longest_training_source(self.setting, self.files)
         return {name: length_buckets.bucket_scores(interpolate.read_lines(self.files["eval"][name].src),
                                                    interpolate.read_lines(self.files["eval"][name].ref),
-                                                   hyps[name], options["width"], longest)
+                                                   hyps[name], options["width"], self.longest_source)
                 for name in options["sets"]}
 
     def shift_invariance(self, options, hyps):
@@ -377,6 +372,14 @@ def run_all(experiment, runs, stream=None):
     return records
 
 
+def describe(setting):
+    """A data setting in one line: its kind and where its files come from."""
+    kind = setting.kind + (f" (extrapolate: {setting.extrapolate})" if setting.extrapolate else
+                           f" (interpolate: {setting.interpolate})" if setting.interpolate else "")
+    source = "the synthetic task" if setting.synthetic else f"{setting.train.src.parent}"
+    return f"{kind}, training files from {source}"
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -398,6 +401,8 @@ def main(args):
     where = f" (shard {shard[0]}/{shard[1]})" if shard else ""
     print(f"{experiment.name}: {len(runs)} of {len(experiment.runs)} runs{where} -> {experiment.output}",
           file=sys.stderr)
+    for setting in (experiment.data[label] for label in dict.fromkeys(run.data for run in runs)):
+        print(f"  data {setting.label}: {describe(setting)}", file=sys.stderr)
     started = time.time()
     # A scheduler's SIGTERM stops like Ctrl-C: the running command is stopped, finished runs stay.
     signal.signal(signal.SIGTERM, _interrupt)

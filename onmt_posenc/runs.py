@@ -65,7 +65,7 @@ def _require_file(path):
 
 def _copy_lines(pair, directory, name, join):
     """The files of `pair` in `directory`, cut to their first `lines` and joined `join` per line."""
-    copies = {}
+    copies, counts = {}, None
     for side in ("src", "tgt", "ref"):
         source = getattr(pair, side)
         if source is None:
@@ -76,6 +76,11 @@ def _copy_lines(pair, directory, name, join):
             if side == "src":
                 interpolate.check_no_separator(lines, source, interpolate.DEFAULT_SEP)
             lines = interpolate.join_lines(lines, join, interpolate.DEFAULT_SEP)
+        if not lines:
+            raise ValueError(f"evaluation set {name}: {source} has no lines")
+        if copies and len(lines) != counts:
+            raise ValueError(f"evaluation set {name}: {source} has {len(lines)} lines where {pair.src} has {counts}")
+        counts = len(lines)
         copies[side] = directory / f"{name}.{side}"
         write_text_atomically(copies[side], "".join(line + "\n" for line in lines))
     return EvalSet(copies["src"], copies["tgt"], copies.get("ref", copies["tgt"]))
@@ -122,14 +127,12 @@ def prepare_data(setting, directory):
     }
 
 
-def longest_training_source(setting, files):
-    """The longest source the model saw in training, in tokens: after EXTRAPOLATE's
-    filter (pairs longer than N on either side dropped) or INTERPOLATE's joining."""
-    sources = interpolate.read_lines(files["train"][0])
-    if setting.extrapolate:
-        targets = interpolate.read_lines(files["train"][1])
-        cap = setting.extrapolate
-        sources = [s for s, t in zip(sources, targets) if len(s.split()) <= cap and len(t.split()) <= cap]
-    if setting.interpolate:
-        sources = interpolate.join_lines(sources, setting.interpolate, interpolate.DEFAULT_SEP)
-    return max((len(line.split()) for line in sources), default=0)
+def longest_training_source(directory):
+    """The longest source a run trained on, in tokens, from the training corpus that
+    `onmt_build_vocab -dump_samples` wrote as the transforms made it (after
+    EXTRAPOLATE's filter, INTERPOLATE's joining and any tokenization)."""
+    samples = sorted(Path(directory, "sample").glob("*.src"))
+    if not samples:
+        raise FileNotFoundError(f"no training samples in {Path(directory, 'sample')}; onmt_build_vocab writes "
+                                "them with -dump_samples")
+    return max(len(line.split()) for path in samples for line in interpolate.read_lines(path))

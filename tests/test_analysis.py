@@ -147,9 +147,10 @@ def test_length_buckets_marks_unseen_lengths():
     hyps = {"m": refs, "b": ["q"] * 2 + ["x y z w x y z w"] * 2}
     result = length_buckets.compare({label: length_buckets.bucket_scores(src, refs, lines, width=10, max_train_length=15)
                                      for label, lines in hyps.items()}, baseline="b")
-    assert result["buckets"] == ["1-10", "11-20", "21-30"]
+    # one bucket ends at the longest training source: none mixes seen and unseen lengths
+    assert result["buckets"] == ["1-5", "6-15", "16-25"]
     assert result["counts"] == [1, 1, 2]
-    assert result["unseen"] == [False, True, True]  # 11-20 holds 16..20, longer than 15
+    assert result["unseen"] == [False, False, True]
     assert result["bleu"]["m"] == pytest.approx([100, 100, 100])
     assert all(g > 0 for g in result["gain"]["m"])
     # hypothesis / reference length per bucket: "q" stops early, the doubled line runs on

@@ -114,7 +114,9 @@ def test_interpolate_recipe_trains_translates_and_scores(site):
     run([command("onmt_translate"), "-model", model, "-src", source, "-output", hyp, "-beam_size", "1",
          "-max_length", "12"], cwd=site)
     result = run([command("onmt-posenc"), "evaluate", "--hyp", hyp, "--ref", site / DATA / "newstest2014.interp.de"])
-    assert result.stdout.startswith("BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+    assert result.stdout.startswith("BLEU = ") and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in result.stdout
+    # the joined reference holds 53 sentences in 6 lines; the 12-token translations cannot
+    assert "split into 53 sentences" in result.stdout and "6 of 6 lines had a wrong number of separators" in result.stdout
     split = site / "newstest2014.hyp"
     run([command("onmt-posenc"), "interpolate", "split", "--source", source, hyp, split])
     assert len(read_lines(split)) == 53

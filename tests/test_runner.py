@@ -84,10 +84,35 @@ def test_overrides_and_clear_errors(tmp_path):
         ({"data": {"d": {"synthetic": {}, "interpolate": 3, "extrapolate": 9}}}, "not both"),
         ({"methods": {"ape": {}, "shape": {"shape_max_shift": 9}}}, "which grid.K overrides"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 4}}}, "synthetic task already joins several"),
+        ({"data": {"d": {"synthetic": {}}, "f": {"train": {"src": "a", "tgt": "b"}, "eval": {"t": {"src": "a", "tgt": "b"}}}}},
+         r"share no evaluation set"),
+        ({"analyses": {"swapped": {"set": "concat"}},
+          "data": {"d": {"synthetic": {}}, "f": {"train": {"src": "a", "tgt": "b"},
+                                                 "eval": {"valid": {"src": "a", "tgt": "b"}}}},
+          "evaluation": {"sets": ["valid"]}}, r"analyses.swapped names \['concat'\], which data.f has no eval set"),
     ]:
         with pytest.raises(experiments.ExperimentError, match=message) as error:
             experiments.load(experiment_file(tmp_path, **change))
         assert str(path) in str(error.value)
+
+
+def test_a_data_settings_keys_concern_only_its_own_runs(tmp_path):
+    loaded = experiments.load(experiment_file(tmp_path, data={
+        "short": {"synthetic": {}, "extrapolate": 20},
+        "plain": {"synthetic": {}, "settings": {"src_seq_length": 100}}}))
+    configs = {run.data: run.config for run in loaded.runs if run.method == "ape" and run.seed == 1}
+    assert configs["plain"]["src_seq_length"] == 100 and "src_seq_length" not in configs["short"]
+
+
+def test_speed_ratios_only_between_runs_on_one_machine(tmp_path):
+    from onmt_posenc.report import relative_speeds
+
+    loaded = experiments.load(experiment_file(tmp_path))
+    here, there = {"cpu": "A", "cores": 2}, {"cpu": "B", "cores": 64}
+    records = [{"data": "small", "method": method, "label": method, "status": "finished", "machine": machine,
+                "training_speed": {"tokens_per_second": speed}}
+               for method, machine, speed in (("ape", here, 1000.0), ("rpe", here, 900.0), ("shape", there, 5000.0))]
+    assert relative_speeds(loaded, records) == {"small": {"ape": 1.0, "rpe": 0.9}}
 
 
 @pytest.mark.parametrize("recipe", ["shape_interpolate.yaml", "ape_extrapolate.yaml"])
@@ -100,7 +125,7 @@ def test_a_recipe_whose_corpora_have_transforms_is_refused(tmp_path, recipe):
 
 
 def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
-    from onmt_posenc.runs import longest_training_source, prepare_data
+    from onmt_posenc.runs import prepare_data
     from onmt_posenc.runner import run_config
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
@@ -111,8 +136,6 @@ def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
     for name in ("valid", "test", "concat"):
         lines = read_lines(files["eval"][name].src)
         assert [line.split().count("<sep>") for line in lines] == [2, 2, 0]  # 7 sentences: 3 + 3 + 1
-    plain = read_lines(tmp_path / "data" / "train.src")
-    assert longest_training_source(setting, files) == max(len(line.split()) for line in join_lines(plain, 3, "<sep>"))
     config = run_config(loaded.runs[0], setting, files, tmp_path / "run")
     assert config["data"]["train"]["transforms"] == config["data"]["valid"]["transforms"] == ["concat_pairs"]
     assert config["concat_n"] == 3
@@ -193,6 +216,8 @@ def test_data_settings_put_their_transforms_on_the_right_corpora(tmp_path):
     kept = [s for s, t in zip(train["src"], train["tgt"]) if len(s.split()) <= 12 and len(t.split()) <= 12]
     assert 0 < len(kept) < len(train["src"])
     assert read_lines(short / "sample" / "train.sample.src") == kept  # what onmt_build_vocab saw
+    assert json.loads((short / "result.json").read_text())["longest_training_source"] == max(
+        len(line.split()) for line in kept)
     assert read_lines(output / "data" / "short" / "eval" / "test.src") == read_lines(folder / "src-test.txt")
 
     joined = output / "joined" / "ape" / "seed1"

@@ -16,10 +16,21 @@ from onmt_posenc.evaluate import corpus_bleu
 from onmt_posenc.interpolate import read_lines
 
 
-def bucket_edges(lengths, width):
-    """[(first, last)] inclusive length ranges of width `width` covering all lengths."""
+def bucket_edges(lengths, width, max_train_length=None):
+    """[(first, last)] inclusive length ranges of width `width` covering all lengths,
+    one of them ending at `max_train_length`, so that no bucket holds both lengths
+    seen in training and longer ones (the first bucket may be narrower)."""
     longest = max(lengths)
-    return [(start + 1, start + width) for start in range(0, longest, width)]
+    last = (max_train_length or 0) % width or width
+    edges = [(1, last)]
+    while edges[-1][1] < longest:
+        edges.append((edges[-1][1] + 1, edges[-1][1] + width))
+    return edges
+
+
+def unseen(buckets, max_train_length):
+    """Per bucket ("first-last"): does it hold only lengths longer than any training source?"""
+    return [max_train_length is not None and int(bucket.split("-")[0]) > max_train_length for bucket in buckets]
 
 
 def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=None):
@@ -27,15 +38,16 @@ def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=No
     lengths = [len(line.split()) for line in src_lines]
     if len(hyp_lines) != len(src_lines):
         raise ValueError(f"{len(hyp_lines)} translations for {len(src_lines)} source lines")
-    edges = bucket_edges(lengths, width)
+    edges = bucket_edges(lengths, width, max_train_length)
     members = [[i for i, n in enumerate(lengths) if first <= n <= last] for first, last in edges]
     kept = [k for k, m in enumerate(members) if m]
     scores = [corpus_bleu([hyp_lines[i] for i in members[k]], [ref_lines[i] for i in members[k]]) for k in kept]
+    buckets = [f"{edges[k][0]}-{edges[k][1]}" for k in kept]
     return {
-        "buckets": [f"{edges[k][0]}-{edges[k][1]}" for k in kept],
+        "buckets": buckets,
         "counts": [len(members[k]) for k in kept],
         "max_train_length": max_train_length,
-        "unseen": [max_train_length is not None and edges[k][1] > max_train_length for k in kept],
+        "unseen": unseen(buckets, max_train_length),
         "bleu": [score.score for score in scores],
         "length_ratio": [score.length_ratio for score in scores],
     }
@@ -47,7 +59,8 @@ def compare(per_model, baseline=None):
     for label, result in per_model.items():
         if result["buckets"] != first["buckets"]:
             raise ValueError(f"{label} was bucketed on other source sentences than {next(iter(per_model))}")
-    merged = {key: first[key] for key in ("buckets", "counts", "max_train_length", "unseen")}
+    merged = {key: first[key] for key in ("buckets", "counts", "max_train_length")}
+    merged["unseen"] = unseen(first["buckets"], first["max_train_length"])
     merged["bleu"] = {label: result["bleu"] for label, result in per_model.items()}
     merged["length_ratio"] = {label: result["length_ratio"] for label, result in per_model.items()}
     if baseline is not None:

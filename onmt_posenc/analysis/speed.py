@@ -4,8 +4,9 @@ Every model runs the same training batches (forward, loss, backward, in
 training mode so SHAPE draws its shifts) and its throughput in tokens/s
 (source + target, padding excluded) is divided by the baseline's. The models
 take turns batch by batch, so a machine that slows down for a moment slows
-all of them alike. The optimizer update is left out: it is the same for every
-position method.
+all of them alike. The optimizer update is left out (it costs RPE and Music a
+little more, for their distance tables), so this is a micro-benchmark of the
+model; `onmt-posenc run` measures real training speed in every run instead.
 
     onmt-posenc speed --model ape=ape.pt --model shape=shape.pt --model rpe=rpe.pt \\
         --src valid.src --tgt valid.tgt --baseline ape
