@@ -154,7 +154,7 @@ def speed(batch, speeds, role, paper, held):
         if ape is None or other is None or other["label"] not in speeds.get(data, {}):
             continue
         ratio = speeds[data][other["label"]]
-        return _row(claim, paper, f"{batch.where(data)}: x{ratio:.2f} training tokens/s", held(ratio))
+        return _row(claim, paper, f"{batch.where(data)}: x{ratio:.3f} training tokens/s", held(ratio))
     return _missing(claim, paper, f"training speed of APE and {role}")
 
 

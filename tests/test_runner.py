@@ -368,4 +368,4 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     report = (output / "report.md").read_text(encoding="utf-8")
     assert "1 of 2 runs finished, 1 failed" in report
     assert "| synthetic/broken/seed1 | failed |" in report and str(log) in report
-    assert "| synthetic | ape | 1 |" in report
+    assert "| synthetic | EXTRAPOLATE | ape | 1 |" in report
