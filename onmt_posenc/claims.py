@@ -12,11 +12,10 @@ the experiment's baseline is APE, a method with `shape_max_shift` is SHAPE,
 one with `max_relative_positions` is RPE; the first of each kind is used.
 """
 import statistics
-from pathlib import Path
 
 from onmt_posenc.analysis import length_buckets
 from onmt_posenc.experiment import uses_shape
-from onmt_posenc.runs import read_json
+from onmt_posenc.runs import read_analysis
 
 # How close "about the same" is: BLEU points, and training speed ratio.
 SAME_BLEU = 1.0
@@ -64,7 +63,7 @@ class Batch:
         record = self.first_seed(data, role)
         if record is None or name not in record.get("analyses", {}):
             return None
-        return read_json(Path(record["dir"]) / record["analyses"][name])
+        return read_analysis(record, name)
 
     def where(self, data):
         return f"{data} ({self.experiment.data[data].kind})"

@@ -67,6 +67,11 @@ def corpus_bleu(hyps, refs, sep=DEFAULT_SEP):
                  [" ".join(reference_segments(line, sep)) for line in refs])
 
 
+def is_joined(refs, sep=DEFAULT_SEP):
+    """Do these references join sentences with separators (an INTERPOLATE set)?"""
+    return any(sep in line.split() for line in refs)
+
+
 def split_scores(hyps, refs, sep=DEFAULT_SEP):
     """Joined lines split at their separators and scored sentence by sentence.
 
@@ -134,7 +139,7 @@ def main(args):
             bleu = score_files(args.hyp, args.ref, args.sep)
             print(f"BLEU = {bleu.score:.2f} (hyp/ref length {bleu.length_ratio:.3f}; {bleu.signature})")
             refs = read_lines(args.ref)
-            if any(args.sep in line.split() for line in refs):
+            if is_joined(refs, args.sep):
                 split = split_scores(read_lines(args.hyp), refs, args.sep)
                 print(f"split into {split['sentences']} sentences: BLEU = {split['bleu']:.2f}; "
                       f"{split['separator_mismatches']} of {split['lines']} lines had a wrong number of "

@@ -74,7 +74,7 @@ GRID_AXES = {"method", "data", "seed", "K"}
 ANALYSES = {
     "length_buckets": {"sets": None, "width": 10},
     "shift_invariance": {"set": None, "offsets": [0, 100, 250, 500], "sentences": 200},
-    "swapped": {"set": "concat", "sep": "<sep>"},
+    "swapped": {"set": "concat", "sep": DEFAULT_SEP},
     "token_nll": {"set": None, "position_width": 10, "frequency_bins": 4},
     "position_ablation": {"set": None, "sentences": 200},
 }
@@ -473,9 +473,7 @@ def load(path, overrides=(), output=None, data_folder=None):
         missing = [n for n in eval_sets if n not in data[label].eval_sets]
         if missing:
             _fail(path, f"evaluation.sets names {missing}, which data.{label} has no eval set for")
-    average_last = evaluation.get("average_last")
-    if average_last is not None and (not isinstance(average_last, int) or average_last < 1):
-        _fail(path, "evaluation.average_last must be a positive integer")
+    average_last = _positive(evaluation.get("average_last"), path, "evaluation.average_last")
 
     analyses = _analyses(mapping.get("analyses"), eval_sets, path)
     for analysis, options in analyses.items():

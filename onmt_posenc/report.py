@@ -20,7 +20,8 @@ from pathlib import Path
 from onmt_posenc import claims
 from onmt_posenc import experiment as experiments
 from onmt_posenc.analysis import length_buckets, position_ablation, shift_invariance, token_nll
-from onmt_posenc.runs import FAILURE, RESULT, read_json, run_dir, run_fields, write_json, write_text_atomically
+from onmt_posenc.runs import (FAILURE, RESULT, read_analysis, read_json, run_dir, run_fields, write_json,
+                              write_text_atomically)
 
 
 def collect(experiment):
@@ -76,7 +77,7 @@ def relative_speeds(experiment, records):
 
 def per_run(records, name):
     """(record, result) of every finished run that has this analysis."""
-    return [(r, read_json(Path(r["dir"]) / r["analyses"][name])) for r in records
+    return [(r, read_analysis(r, name)) for r in records
             if r["status"] == "finished" and name in r.get("analyses", {})]
 
 
@@ -192,7 +193,7 @@ class Report:
                       if "length_buckets" in r.get("analyses", {})}
             if not chosen:
                 continue
-            stored = {label: read_json(Path(r["dir"]) / r["analyses"]["length_buckets"]) for label, r in chosen.items()}
+            stored = {label: read_analysis(r, "length_buckets") for label, r in chosen.items()}
             base = baseline_label(self.experiment, chosen)
             for name in options["sets"]:
                 if not all(name in s for s in stored.values()):  # runs made before `sets` named it
@@ -259,7 +260,7 @@ class Report:
             base = baseline_label(self.experiment, chosen)
             if base is None or len(chosen) < 2:
                 continue
-            stored = {label: read_json(Path(r["dir"]) / r["analyses"]["token_nll"]) for label, r in chosen.items()}
+            stored = {label: read_analysis(r, "token_nll") for label, r in chosen.items()}
             if "frequency" not in stored[base]:  # stored by a version that kept no token frequencies
                 continue
             for label in chosen:

@@ -32,7 +32,7 @@ import yaml
 
 from onmt_posenc import experiment as experiments
 from onmt_posenc import interpolate, report, stock
-from onmt_posenc.evaluate import corpus_bleu, split_scores
+from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
 from onmt_posenc.runs import (FAILURE, RESULT, data_dir, longest_training_source, prepare_data, read_json, run_dir,
                               run_fields, write_json, write_text_atomically)
 
@@ -173,11 +173,10 @@ class Progress:
 
 
 def _train_progress(progress):
-    """on_line for onmt_train: OpenNMT-py logs 'Step 300/ 1000; acc: ...'."""
-    pattern = re.compile(r"Step (\d+)/\s*(\d+);")
+    """on_line for onmt_train: progress from its reports (TRAIN_REPORT)."""
 
     def on_line(line):
-        found = pattern.search(line)
+        found = TRAIN_REPORT.search(line)
         if found:
             progress.train_step(int(found.group(1)), int(found.group(2)))
 
@@ -248,7 +247,7 @@ class RunExecutor:
         the sentences split back and the count of lines with the wrong separators."""
         bleu = corpus_bleu(hyps, refs)
         score = {"bleu": bleu.score, "length_ratio": bleu.length_ratio, "signature": bleu.signature}
-        if any(interpolate.DEFAULT_SEP in line.split() for line in refs):
+        if is_joined(refs):
             score["joined"] = split_scores(hyps, refs)
         return score
 

@@ -37,6 +37,11 @@ def read_json(path):
         return json.load(f)
 
 
+def read_analysis(record, name):
+    """An analysis a run stored (record: its result, with the `dir` the report adds)."""
+    return read_json(Path(record["dir"]) / record["analyses"][name])
+
+
 def run_dir(experiment, run):
     return experiment.output / run.id
 
