@@ -47,3 +47,14 @@ def safe_load(original_load):
 
     load.onmt_posenc_safe = True
     return load
+
+
+def is_complete(path):
+    """Whether `path` loads as an OpenNMT-py checkpoint (weights-only, with the allow-list):
+    a file cut short by a killed save, or anything else, does not."""
+    try:
+        with torch.serialization.safe_globals(CHECKPOINT_GLOBALS):
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # truncated zip, bad pickle, unsafe global, unreadable file: all "not complete"
+        return False
+    return isinstance(checkpoint, dict) and {"model", "opt"} <= set(checkpoint)

@@ -33,6 +33,10 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
       data: [toy-ende]               # default: every data setting
       seed: [1, 2, 3]                # default: [1]
       K: [10, 40]                    # optional: SHAPE's K (shape_max_shift), for SHAPE methods only
+    # or a list of such products, run in order (a design that is no single product):
+    #   grid:
+    #     - {data: [vanilla], method: [ape], seed: [1, 2, 3]}
+    #     - {data: [vanilla], method: [shape], K: [10, 40, 100], seed: [1]}
     evaluation:
       sets: [valid, test]            # the BLEU table's columns (default: every eval set)
       average_last: 10               # checkpoints averaged before translating (default: all saved)
@@ -314,11 +318,35 @@ def _axis(grid, name, default, path):
     return values
 
 
+def _grids(spec, path):
+    """`grid`: one mapping of axes, or a non-empty list of them."""
+    if isinstance(spec, list):
+        if not spec:
+            _fail(path, "grid: an empty list names no run")
+        return [_mapping(grid, path, f"grid[{i}]") for i, grid in enumerate(spec)]
+    return [_mapping(spec, path, "grid")]
+
+
+def expand_grids(recipe, settings, methods, data, grids, path):
+    """The runs of every product in `grids`, in order; a run named twice is an error."""
+    runs = {}
+    for grid in grids:
+        for run in expand_grid(recipe, settings, methods, data, grid, path):
+            if run.id in runs:
+                _fail(path, f"grid: the run {run.id} is named twice")
+            runs[run.id] = run
+    return list(runs.values())
+
+
 def expand_grid(recipe, settings, methods, data, grid, path):
     """Every run of the grid, in a stable order: data, method, K, seed."""
     unknown = set(grid) - GRID_AXES
     if unknown:
         _fail(path, f"grid: unknown axes {sorted(unknown)}; axes are {sorted(GRID_AXES)}")
+    if "K" in grid:
+        for label in grid.get("method", methods):
+            if "shape_max_shift" in methods.get(label, {}):
+                _fail(path, f"methods.{label} sets shape_max_shift, which grid.K overrides; set one of them")
     method_names = _axis(grid, "method", list(methods), path)
     data_names = _axis(grid, "data", list(data), path)
     seeds = _axis(grid, "seed", [1], path)
@@ -449,16 +477,13 @@ def load(path, overrides=(), output=None, data_folder=None):
         _fail(path, "data: name at least one data setting")
     for label, setting in data.items():
         _reject_runner_keys(setting.settings, f"data.{label}.settings", path)
-    grid = _mapping(mapping.get("grid"), path, "grid")
-    gridded = [data[label] for label in grid.get("data", data) if label in data]
+    grids = _grids(mapping.get("grid"), path)
+    gridded = [data[label] for label in dict.fromkeys(d for grid in grids for d in grid.get("data", data))
+               if label in data]
     layers = [(f"recipe {mapping.get('recipe')}", recipe, gridded), ("settings", settings, gridded),
               *((f"methods.{m}", k, gridded) for m, k in methods.items())]
     _reject_overridden_keys(layers, data, path)
-    if "K" in grid:
-        for label, keys in methods.items():
-            if "shape_max_shift" in keys:
-                _fail(path, f"methods.{label} sets shape_max_shift, which grid.K overrides; set one of them")
-    runs = expand_grid(recipe, settings, methods, data, grid, path)
+    runs = expand_grids(recipe, settings, methods, data, grids, path)
 
     evaluation = _mapping(mapping.get("evaluation"), path, "evaluation")
     unknown = set(evaluation) - {"sets", "average_last", "translate"}

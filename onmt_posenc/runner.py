@@ -19,7 +19,6 @@ runs and retries the rest, so an interruption loses no finished run.
 """
 import os
 import platform
-import re
 import shutil
 import signal
 import statistics
@@ -31,7 +30,8 @@ from pathlib import Path
 import yaml
 
 from onmt_posenc import experiment as experiments
-from onmt_posenc import interpolate, report, stock
+from onmt_posenc import curves, interpolate, report, stock
+from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
 from onmt_posenc.runs import (FAILURE, RESULT, data_dir, longest_training_source, prepare_data, read_json, run_dir,
                               run_fields, write_json, write_text_atomically)
@@ -74,27 +74,6 @@ def run_config(run, setting, files, run_dir):
     return config
 
 
-# OpenNMT-py's training report (onmt.utils.statistics.Statistics.output):
-# "Step 300/ 1000; acc: ...; 1523/1611 tok/s;     12 sec;"
-TRAIN_REPORT = re.compile(r"Step (\d+)/\s*(\d+);.*?([\d.]+)/\s*([\d.]+) tok/s;")
-
-
-def training_speed(log_path):
-    """Training throughput of a run from onmt_train's own reports: source + target
-    tokens per second over each report interval (forward, backward and optimizer
-    step, dropout on), the median over the intervals after the first (warm-up;
-    the median also ignores the intervals that held a validation or a save)."""
-    rates = []
-    for line in interpolate.read_lines(log_path):
-        found = TRAIN_REPORT.search(line)
-        if found:
-            rates.append(float(found.group(3)) + float(found.group(4)))
-    measured = rates[1:]
-    if not measured:
-        return None
-    return {"tokens_per_second": statistics.median(measured), "reports": len(measured)}
-
-
 def machine():
     """What the runs ran on, for the report's speed column."""
     import torch
@@ -109,10 +88,24 @@ def machine():
     return {"cpu": cpu, "cores": os.cpu_count(), "gpus": gpus, "torch": torch.__version__}
 
 
+def checkpoint_step(path):
+    return int(Path(path).stem.rsplit("_", 1)[1])
+
+
 def checkpoints(run_dir):
     """The run's checkpoints, oldest first."""
-    found = list(Path(run_dir).glob("model_step_*.pt"))
-    return sorted(found, key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+    return sorted(Path(run_dir).glob("model_step_*.pt"), key=checkpoint_step)
+
+
+def newest_complete_checkpoint(run_dir, say):
+    """The newest checkpoint that loads; newer ones that do not (a save cut short by a
+    kill) are removed, so that averaging never picks them up."""
+    for path in reversed(checkpoints(run_dir)):
+        if is_complete(path):
+            return path
+        say(f"{path.name} is not a complete checkpoint; removed")
+        path.unlink()
+    return None
 
 
 class Progress:
@@ -173,10 +166,10 @@ class Progress:
 
 
 def _train_progress(progress):
-    """on_line for onmt_train: progress from its reports (TRAIN_REPORT)."""
+    """on_line for onmt_train: progress from its reports (curves.TRAIN_REPORT)."""
 
     def on_line(line):
-        found = TRAIN_REPORT.search(line)
+        found = curves.TRAIN_REPORT.search(line)
         if found:
             progress.train_step(int(found.group(1)), int(found.group(2)))
 
@@ -192,27 +185,36 @@ class RunExecutor:
         self.logs = self.dir / "logs"
         self._model = None
 
-    def stock(self, name, args, log_name, on_line=None):
-        stock.run_logged(name, args, self.logs / f"{log_name}.log", on_line)
+    def stock(self, name, args, log_name, on_line=None, append=False):
+        stock.run_logged(name, args, self.logs / f"{log_name}.log", on_line, append)
 
     def translate(self, src, output):
         log = self.logs / f"translate_{Path(output).stem}.log"
         return stock.translate(self.dir / "averaged.pt", src, output, log, self.dir / "translate.yaml")
 
-    def execute(self, config):
+    def execute(self, config, resume_from=None):
+        """The run from its start, or from the checkpoint `resume_from` on (OpenNMT-py's
+        train_from: weights, optimizer state and step; the vocabulary is already built)."""
         started = time.time()
-        write_text_atomically(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+        if resume_from is None:
+            write_text_atomically(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+            self.progress.say("build vocabulary")
+            # -dump_samples: the training corpus as the transforms made it, in sample/, to check what was trained on
+            self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples"],
+                       "build_vocab")
         write_text_atomically(self.dir / "translate.yaml", yaml.safe_dump(self.experiment.translate, sort_keys=False))
-        self.progress.say("build vocabulary")
-        # -dump_samples: the training corpus as the transforms made it, in sample/, to check what was trained on
-        self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples"],
-                   "build_vocab")
         self.longest_source = longest_training_source(self.dir)
-        self.progress.start_training()
-        train_started = time.time()
-        self.stock("onmt_train", ["-config", self.dir / "config.yaml"], "train", _train_progress(self.progress))
-        self.progress.end_training()
-        train_seconds = time.time() - train_started
+        train_seconds = 0.0
+        if resume_from is None or checkpoint_step(resume_from) < config.get("train_steps", curves.DEFAULT_TRAIN_STEPS):
+            args = ["-config", self.dir / "config.yaml"]
+            if resume_from is not None:
+                self.progress.say(f"resume from {resume_from.name}")
+                args += ["-train_from", resume_from]
+            self.progress.start_training()
+            train_started = time.time()
+            self.stock("onmt_train", args, "train", _train_progress(self.progress), append=resume_from is not None)
+            self.progress.end_training()
+            train_seconds = time.time() - train_started
         saved = checkpoints(self.dir)
         if not saved:
             raise RuntimeError(f"onmt_train saved no checkpoint; see {self.logs / 'train.log'}")
@@ -227,13 +229,16 @@ class RunExecutor:
             scores[name] = self.score(hyps[name], interpolate.read_lines(files.ref))
         self.progress.say("BLEU " + ", ".join(f"{name} {score['bleu']:.2f}" for name, score in scores.items()))
         analyses, errors = self.analyses(hyps)
+        curve = curves.read(self.logs / "train.log", config.get("valid_steps", curves.DEFAULT_VALID_STEPS))
         return {
             **run_fields(self.run), "status": "finished",
             "bleu": {name: score["bleu"] for name, score in scores.items()},
             "length_ratio": {name: score["length_ratio"] for name, score in scores.items()},
             "joined": {name: score["joined"] for name, score in scores.items() if "joined" in score},
             "bleu_signature": next(iter(scores.values()))["signature"],
-            "training_speed": training_speed(self.logs / "train.log"),
+            "training_speed": curves.training_speed(self.logs / "train.log"),
+            "curve": curve, "convergence": curves.convergence(curve["valid"]),
+            "resumed_from": [step for step in curve["started_from"] if step],
             "machine": machine(),
             "longest_training_source": self.longest_source,
             "checkpoints_averaged": [p.name for p in averaged],
@@ -321,8 +326,22 @@ class RunExecutor:
                                options["sep"], original_hyp=self.dir / "hyp" / f"{options['set']}.txt")
 
 
+def resume_point(directory, config, say):
+    """Where an unfinished run goes on from: its newest complete checkpoint, if the run
+    was made with this same config; None (start clean) otherwise."""
+    try:
+        stored = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if stored != yaml.safe_load(yaml.safe_dump(config)):
+        say("an unfinished attempt with another config; starting again")
+        return None
+    return newest_complete_checkpoint(directory, say)
+
+
 def execute_run(experiment, run, files, progress):
-    """Run one grid point unless finished; returns its record (finished or failed)."""
+    """Run one grid point unless finished, going on from where an interrupted attempt
+    stopped; returns its record (finished or failed)."""
     directory = run_dir(experiment, run)
     config = run_config(run, experiment.data[run.data], files, directory)
     if (directory / RESULT).is_file():
@@ -333,11 +352,13 @@ def execute_run(experiment, run, files, progress):
                              "folder to run it again with the new settings", "log": str(directory / RESULT)}
         progress.say("finished before; skipped")
         return result
-    if directory.exists():  # an interrupted or failed attempt: start clean
+    resume_from = resume_point(directory, config, progress.say) if directory.exists() else None
+    if resume_from is None and directory.exists():  # nothing to go on from: start clean
         shutil.rmtree(directory)
-    directory.mkdir(parents=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / FAILURE).unlink(missing_ok=True)
     try:
-        result = RunExecutor(experiment, run, files, directory, progress).execute(config)
+        result = RunExecutor(experiment, run, files, directory, progress).execute(config, resume_from)
     except Exception as error:  # any failure of this run; an interruption (KeyboardInterrupt) stops all
         log = getattr(error, "log_path", None)
         if log is None:

@@ -27,8 +27,9 @@ def command_path(name):
     return found
 
 
-def run_logged(name, args, log_path, on_line=None):
-    """Run `name args...`, its stdout and stderr going to `log_path`; `on_line` sees each line.
+def run_logged(name, args, log_path, on_line=None, append=False):
+    """Run `name args...`, its stdout and stderr going to `log_path` (after what it
+    holds, with `append`); `on_line` sees each line.
 
     Raises StockCommandError naming the log when the command fails. If this
     process is interrupted, the child is stopped too.
@@ -37,7 +38,7 @@ def run_logged(name, args, log_path, on_line=None):
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = [command_path(name), *map(str, args)]
     # Line-buffered, so that `tail -f` on the log follows the command.
-    with open(log_path, "w", encoding="utf-8", buffering=1) as log:
+    with open(log_path, "a" if append else "w", encoding="utf-8", buffering=1) as log:
         log.write("$ " + " ".join(argv) + "\n")
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    errors="replace")
