@@ -2,23 +2,34 @@
 
 Each claim names the paper's figure, computes this batch's figure from the
 stored results (result.json and analyses/*.json of each run), and says whether
-it held: "yes", "no", or "not measured" (the batch lacks the data setting,
-method or analysis it needs, or, for the swapped evaluation, APE itself shows
-no effect to reduce). A claim is tested on a data setting of the kind the
-paper used (VANILLA, EXTRAPOLATE, INTERPOLATE) where the batch has one, else
-on another; the measured cell names the setting and its kind. The VANILLA BLEU
-claim is tested on VANILLA only. The methods are recognized by their configs:
-the experiment's baseline is APE, a method with `shape_max_shift` is SHAPE,
-one with `max_relative_positions` is RPE; the first of each kind is used.
+it held: "yes", "no", or "not measured". Not measured means the batch cannot
+say: it lacks the data setting, method or analysis the claim needs; a model
+the claim rests on has not converged (curves.RULE); or, for the swapped
+evaluation, a model does not write the separators or APE shows no effect to
+reduce. A claim is computed only on the kind of data setting the paper used
+for it: VANILLA for BLEU, EXTRAPOLATE for unseen lengths, models trained on
+joined sentences (INTERPOLATE) for the swapped evaluation; speed and shift
+invariance (measured by the paper on every setting, or independent of the data)
+prefer VANILLA and name the setting they used.
+
+The methods are recognized by their configs: the experiment's baseline is APE,
+a method with `shape_max_shift` is SHAPE, one with `max_relative_positions` is
+RPE. Where a role has several labels (a K grid), the one with the best BLEU on
+the `valid` set at the lowest seed is used, as the paper chose K on its dev set.
 """
+import math
 import statistics
 
 from onmt_posenc.analysis import length_buckets
+from onmt_posenc.analysis.swapped import results_by_set
 from onmt_posenc.experiment import uses_shape
 from onmt_posenc.runs import read_analysis
 
-# How close "about the same" is: BLEU points, and training speed ratio.
+# How close "about the same" is with one seed: BLEU points; with several seeds it is
+# SPREAD_FACTOR standard errors of the difference (from the seeds' spread).
 SAME_BLEU = 1.0
+SPREAD_FACTOR = 2.0
+# Training speed ratio within this of 1 is "about as fast".
 SAME_SPEED = 0.05
 # "Far below": SHAPE's swapped drop at most this share of APE's, which must itself be a real drop.
 SWAPPED_SHARE, SWAPPED_MIN_APE_DROP = 0.5, 1.0
@@ -36,24 +47,51 @@ def _role(record, baseline):
     return None
 
 
+def joined_training(setting):
+    """Was this data setting's model trained on joined sentences (INTERPOLATE, or a
+    synthetic task whose training examples join several)?"""
+    return bool(setting.interpolate or (setting.synthetic and setting.synthetic.max_sentences > 1))
+
+
+def not_converged(records):
+    """'id (why)' of each record that has not converged by curves.RULE."""
+    return [f"{r['id']} ({(r.get('convergence') or {}).get('why', 'no learning curve stored')})"
+            for r in records if (r.get("convergence") or {}).get("converged") is not True]
+
+
 class Batch:
     """The finished runs of a batch, by data setting and role (APE, SHAPE, RPE)."""
 
     def __init__(self, experiment, records):
         self.experiment = experiment
-        self.runs = {}  # (data, role) -> finished records of the first label of that role
+        by_label = {}  # (data, role) -> {label: finished records}
         for record in records:
             role = _role(record, experiment.baseline) if record["status"] == "finished" else None
-            if role is None:
-                continue
-            chosen = self.runs.setdefault((record["data"], role), [])
-            if not chosen or chosen[0]["label"] == record["label"]:
-                chosen.append(record)
+            if role is not None:
+                by_label.setdefault((record["data"], role), {}).setdefault(record["label"], []).append(record)
+        self.runs = {key: labels[self.choose(labels)] for key, labels in by_label.items()}
+        self.choices = {key: self.describe_choice(labels) for key, labels in by_label.items() if len(labels) > 1}
+
+    @staticmethod
+    def _valid_bleu(runs):
+        first = min(runs, key=lambda r: r["seed"])
+        return first["bleu"].get("valid", -math.inf)
+
+    def choose(self, labels):
+        return max(labels, key=lambda label: self._valid_bleu(labels[label])) if len(labels) > 1 else next(iter(labels))
+
+    def describe_choice(self, labels):
+        chosen = self.choose(labels)
+        scores = ", ".join(f"{label} {self._valid_bleu(runs):.2f}" for label, runs in labels.items())
+        return f"{chosen} chosen on valid BLEU ({scores})"
 
     def settings(self, kind=None):
         """Data settings with results, those of `kind` (VANILLA, ...) first if given."""
         data = list(dict.fromkeys(d for d, _ in self.runs))
         return sorted(data, key=lambda d: self.experiment.data[d].kind != kind) if kind else data
+
+    def of_kind(self, kind):
+        return [d for d in self.settings() if self.experiment.data[d].kind == kind]
 
     def first_seed(self, data, role):
         runs = self.runs.get((data, role))
@@ -65,12 +103,30 @@ class Batch:
             return None
         return read_analysis(record, name)
 
-    def where(self, data):
-        return f"{data} ({self.experiment.data[data].kind})"
+    def where(self, data, *roles):
+        choices = [self.choices[(data, role)] for role in roles if (data, role) in self.choices]
+        return f"{data} ({self.experiment.data[data].kind}" + "".join(f"; {c}" for c in choices) + ")"
 
-    def mean_bleu(self, data, role, eval_set):
-        scores = [r["bleu"][eval_set] for r in self.runs.get((data, role), []) if eval_set in r["bleu"]]
-        return statistics.mean(scores) if scores else None
+    def bleu(self, data, role, eval_set):
+        return [r["bleu"][eval_set] for r in self.runs.get((data, role), []) if eval_set in r["bleu"]]
+
+
+def _mean_cell(values):
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} ({len(values)} seeds)"
+
+
+def same_bleu_tolerance(a, b):
+    """How far apart two methods' mean BLEU may be and still be "about the same": with
+    seeds, SPREAD_FACTOR standard errors of the difference of means (the seeds' pooled
+    variance); with one seed each, SAME_BLEU. Returns (tolerance, how it was set)."""
+    spread = [values for values in (a, b) if len(values) > 1]
+    if not spread:
+        return SAME_BLEU, f"within {SAME_BLEU:g} BLEU (one seed each)"
+    pooled = sum(statistics.variance(v) * (len(v) - 1) for v in spread) / sum(len(v) - 1 for v in spread)
+    error = math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
+    return SPREAD_FACTOR * error, f"within {SPREAD_FACTOR:g} standard errors of the seeds' spread ({SPREAD_FACTOR * error:.2f})"
 
 
 def _row(claim, paper, measured, held):
@@ -82,21 +138,32 @@ def _missing(claim, paper, what):
     return _row(claim, paper, f"not in this batch ({what})", "not measured")
 
 
+def _unconverged(claim, paper, measured, records):
+    waiting = not_converged(records)
+    if waiting:
+        return _row(claim, paper, f"{measured}; not converged: {'; '.join(waiting)}", "not measured")
+    return None
+
+
 def vanilla_bleu(batch, role, paper):
-    claim = f"{role}'s BLEU on VANILLA is about APE's (within {SAME_BLEU:g})"
+    claim = f"{role}'s BLEU on VANILLA is about APE's"
     eval_set = "test" if "test" in batch.experiment.eval_sets else batch.experiment.eval_sets[-1]
-    vanilla = [d for d in batch.settings() if batch.experiment.data[d].kind == "VANILLA"]
-    for data in vanilla:
-        ape, other = batch.mean_bleu(data, "APE", eval_set), batch.mean_bleu(data, role, eval_set)
-        if ape is not None and other is not None:
-            return _row(claim, paper, f"{batch.where(data)}, {eval_set}: {other:.2f} vs {ape:.2f} ({other - ape:+.2f})",
-                        abs(other - ape) <= SAME_BLEU)
+    for data in batch.of_kind("VANILLA"):
+        ape, other = batch.bleu(data, "APE", eval_set), batch.bleu(data, role, eval_set)
+        if not ape or not other:
+            continue
+        tolerance, rule = same_bleu_tolerance(ape, other)
+        difference = statistics.mean(other) - statistics.mean(ape)
+        measured = (f"{batch.where(data, role)}, {eval_set}: {_mean_cell(other)} vs {_mean_cell(ape)} "
+                    f"({difference:+.2f}; {rule})")
+        return (_unconverged(claim, paper, measured, batch.runs[(data, "APE")] + batch.runs[(data, role)])
+                or _row(claim, paper, measured, abs(difference) <= tolerance))
     return _missing(claim, paper, f"a VANILLA data setting with APE and {role}")
 
 
 def unseen_lengths(batch, role, paper):
     claim = f"{role} >= APE on source lengths unseen in training"
-    for data in batch.settings("EXTRAPOLATE"):
+    for data in batch.of_kind("EXTRAPOLATE"):
         ape, other = batch.analysis(data, "APE", "length_buckets"), batch.analysis(data, role, "length_buckets")
         if ape is None or other is None:
             continue
@@ -110,23 +177,45 @@ def unseen_lengths(batch, role, paper):
             unseen = [k for k, u in enumerate(result["unseen"]) if u]
             sentences = sum(result["counts"][k] for k in unseen)
             gain = sum(result["gain"][role][k] * result["counts"][k] for k in unseen) / sentences
-            return _row(claim, paper, f"{batch.where(data)}, {name}: {sentences} sentences longer than any training source "
-                                      f"(> {result['max_train_length']}): mean bucket gain {gain:+.2f}", gain >= 0)
-    return _missing(claim, paper, f"length buckets with unseen lengths for APE and {role}")
+            measured = (f"{batch.where(data, role)}, {name}: {sentences} sentences longer than any training source "
+                        f"(> {result['max_train_length']}): mean bucket gain {gain:+.2f}")
+            used = [batch.first_seed(data, "APE"), batch.first_seed(data, role)]
+            return _unconverged(claim, paper, measured, used) or _row(claim, paper, measured, gain >= 0)
+    return _missing(claim, paper, f"an EXTRAPOLATE data setting with length buckets for APE and {role}")
+
+
+def _swapped_cell(result):
+    return f"{result['original']:.2f} -> {result['swapped']:.2f} (drop {result['drop']:.2f})"
 
 
 def swapped(batch, paper):
+    """On models trained on joined sentences, the paper's set (joined training examples)
+    first, else the evaluation set the experiment names."""
     claim = "SHAPE's swapped drop is far below APE's"
-    for data in batch.settings("INTERPOLATE"):
+    for data in (d for d in batch.settings() if joined_training(batch.experiment.data[d])):
         ape, shape = batch.analysis(data, "APE", "swapped"), batch.analysis(data, "SHAPE", "swapped")
         if ape is None or shape is None:
             continue
-        measured = f"{batch.where(data)}: APE {ape['drop']:.2f}, SHAPE {shape['drop']:.2f}"
-        if ape["drop"] < SWAPPED_MIN_APE_DROP:
+        ape, shape = results_by_set(ape), results_by_set(shape)
+        name = next((n for n in sorted(ape, key=lambda n: n != "train") if n in shape), None)
+        if name is None:
+            continue
+        where = f"{batch.where(data, 'SHAPE')}, {'training examples' if name == 'train' else name}"
+        unusable = [f"{role}: {result['why']}" for role, result in (("APE", ape[name]), ("SHAPE", shape[name]))
+                    if not result["applicable"]]
+        if unusable:
+            return _row(claim, paper, f"{where}: {'; '.join(unusable)}", "not measured")
+        measured = f"{where}: APE {_swapped_cell(ape[name])}, SHAPE {_swapped_cell(shape[name])}"
+        used = [batch.first_seed(data, "APE"), batch.first_seed(data, "SHAPE")]
+        waiting = _unconverged(claim, paper, measured, used)
+        if waiting:
+            return waiting
+        if ape[name]["drop"] < SWAPPED_MIN_APE_DROP:
             return _row(claim, paper, measured + f"; APE drops < {SWAPPED_MIN_APE_DROP:g}, so there is no effect "
                                                  "for SHAPE to reduce", "not measured")
-        return _row(claim, paper, measured, shape["drop"] <= SWAPPED_SHARE * ape["drop"])
-    return _missing(claim, paper, "the swapped analysis for APE and SHAPE")
+        return _row(claim, paper, measured, shape[name]["drop"] <= SWAPPED_SHARE * ape[name]["drop"])
+    return _missing(claim, paper, "a setting trained on joined sentences (INTERPOLATE) with the swapped analysis "
+                                  "for APE and SHAPE")
 
 
 def shift_invariance(batch, paper):
@@ -138,7 +227,7 @@ def shift_invariance(batch, paper):
         rpe = batch.analysis(data, "RPE", "shift_invariance")
         note = "; RPE 1.00 by construction (no absolute positions)" if rpe and not rpe["absolute_positions"] else ""
         offsets = ", ".join(str(k) for k in shape["offsets"])
-        measured = (f"{batch.where(data)}, offsets {offsets}: SHAPE {shape['mean_off_diagonal']:.3f}, "
+        measured = (f"{batch.where(data, 'SHAPE')}, offsets {offsets}: SHAPE {shape['mean_off_diagonal']:.3f}, "
                     f"APE {ape['mean_off_diagonal']:.3f}{note}")
         return _row(claim, paper, measured,
                     shape["mean_off_diagonal"] >= NEAR_INVARIANT and shape["mean_off_diagonal"] > ape["mean_off_diagonal"])
@@ -153,7 +242,7 @@ def speed(batch, speeds, role, paper, held):
         if ape is None or other is None or other["label"] not in speeds.get(data, {}):
             continue
         ratio = speeds[data][other["label"]]
-        return _row(claim, paper, f"{batch.where(data)}: x{ratio:.3f} training tokens/s", held(ratio))
+        return _row(claim, paper, f"{batch.where(data, role)}: x{ratio:.3f} training tokens/s", held(ratio))
     return _missing(claim, paper, f"training speed of APE and {role}")
 
 

@@ -44,7 +44,7 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
     analyses:                        # each key present runs that analysis; options inside
       length_buckets: {sets: [test], width: 10}
       shift_invariance: {set: valid, offsets: [0, 100, 250, 500], sentences: 200}
-      swapped: {set: concat}
+      swapped: {set: concat, train_examples: 1000}   # and on 1,000 joined training examples (0: none)
       token_nll: {set: test}
       position_ablation: {set: valid, sentences: 200}
 
@@ -78,7 +78,7 @@ GRID_AXES = {"method", "data", "seed", "K"}
 ANALYSES = {
     "length_buckets": {"sets": None, "width": 10},
     "shift_invariance": {"set": None, "offsets": [0, 100, 250, 500], "sentences": 200},
-    "swapped": {"set": "concat", "sep": DEFAULT_SEP},
+    "swapped": {"set": "concat", "sep": DEFAULT_SEP, "train_examples": 1000},
     "token_nll": {"set": None, "position_width": 10, "frequency_bins": 4},
     "position_ablation": {"set": None, "sentences": 200},
 }
@@ -128,7 +128,7 @@ class DataSetting:
 
 
 def data_setting_keys(setting):
-    """The OpenNMT-py options of a data setting's transforms (see runner.corpora)."""
+    """The OpenNMT-py options of a data setting's transforms (see runs.corpora)."""
     if setting.extrapolate:
         # filtertoolong drops a target longer than tgt_seq_length - 2 (room for <s> and </s>)
         return {"src_seq_length": setting.extrapolate, "tgt_seq_length": setting.extrapolate + 2}

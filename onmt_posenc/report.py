@@ -17,20 +17,28 @@ import statistics
 import sys
 from pathlib import Path
 
-from onmt_posenc import claims
+from onmt_posenc import claims, curves
 from onmt_posenc import experiment as experiments
-from onmt_posenc.analysis import length_buckets, position_ablation, shift_invariance, token_nll
-from onmt_posenc.runs import (FAILURE, RESULT, read_analysis, read_json, run_dir, run_fields, write_json,
-                              write_text_atomically)
+from onmt_posenc.analysis import length_buckets, plots, position_ablation, shift_invariance, token_nll
+from onmt_posenc.analysis.swapped import WRONG_SEPARATORS_AT_MOST, results_by_set
+from onmt_posenc.runs import (FAILURE, RESULT, corpus_files, data_dir, is_stale, read_analysis, read_json, run_config,
+                              run_dir, run_fields, write_json, write_text_atomically)
 
 
 def collect(experiment):
-    """One record per run of the grid: its result, its failure, or status 'missing'."""
+    """One record per run of the grid: its result, its failure, or status 'missing';
+    a result whose settings are not what the experiment file makes now is 'stale'
+    (and, like a failure, left out of every table but the Runs table)."""
     records = []
     for run in experiment.runs:
         directory = run_dir(experiment, run)
         if (directory / RESULT).is_file():
             record = read_json(directory / RESULT)
+            setting = experiment.data[run.data]
+            config = run_config(run, setting, corpus_files(setting, data_dir(experiment, run.data)), directory)
+            if is_stale(record, config):
+                record.update(status="stale", error=f"stale: {directory} holds this run with settings other than "
+                                                    f"{experiment.path} makes now; remove that folder and run again")
         elif (directory / FAILURE).is_file():
             record = read_json(directory / FAILURE)
         else:
@@ -126,12 +134,14 @@ class Report:
     def header(self):
         finished = sum(r["status"] == "finished" for r in self.records)
         failed = [r for r in self.records if r["status"] == "failed"]
+        stale = [r for r in self.records if r["status"] == "stale"]
         missing = [r for r in self.records if r["status"] == "missing"]
         self.add(f"# {self.experiment.name}: position methods compared", "",
                  f"Experiment file `{self.experiment.path}`, report written "
                  f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}. "
                  f"{finished} of {len(self.records)} runs finished"
                  + (f", {len(failed)} failed" if failed else "")
+                 + (f", {len(stale)} stale (made with other settings than the file's; left out)" if stale else "")
                  + (f", {len(missing)} not run yet" if missing else "") + ".", "")
 
     def claims_table(self):
@@ -221,15 +231,48 @@ class Report:
         self.batch["length_buckets"] = results
 
     def swapped_section(self):
-        rows = [[r["id"], f"{a['original']:.2f}", f"{a['swapped']:.2f}", f"{a['drop']:.2f}", a["examples"]]
-                for r, a in per_run(self.records, "swapped")]
+        rows = []
+        for r, stored in per_run(self.records, "swapped"):
+            for name, a in results_by_set(stored).items():
+                where = "training examples" if name == "train" else name
+                if a["applicable"]:
+                    rows.append([r["id"], where, f"{a['original']:.2f}", f"{a['swapped']:.2f}", f"{a['drop']:.2f}",
+                                 a["examples"], f"{a['wrong_separators']:.0%}" if "wrong_separators" in a else "–"])
+                else:
+                    rows.append([r["id"], where, "–", "–", "–", a["examples"], a["why"]])
         if not rows:
             return
         self.add("## Swapped evaluation", "",
                  "BLEU of the first sentence X1 of each joined example, translated where it stands "
                  "(Original) and after moving it to the end (Swapped). A small drop means the model "
-                 "translates a sentence the same wherever it stands.", "")
-        self.table(["run", "Original", "Swapped", "drop", "examples"], rows)
+                 "translates a sentence the same wherever it stands. As in the paper, on joined examples of "
+                 "the training corpus as the model saw it (training examples), and on a joined evaluation set. "
+                 "X1's translation is found by the separators, so a model that does not write them (more than "
+                 f"{WRONG_SEPARATORS_AT_MOST:.0%} of its Original lines with the wrong number) is not measured.", "")
+        self.table(["run", "examples from", "Original", "Swapped", "drop", "examples", "wrong separators"], rows)
+
+    def curves_section(self):
+        """Validation perplexity (and BLEU, where the runs computed it) against updates, per data setting."""
+        curved = [r for r in self.records if r["status"] == "finished" and (r.get("curve") or {}).get("valid")]
+        if not curved:
+            return
+        self.add("## Learning curves", "",
+                 f"Validation perplexity against updates, from onmt_train's log. A run counts as converged "
+                 f"when its {curves.RULE}; BLEU claims rest only on converged runs.", "")
+        for data in self.data_settings():
+            runs = [r for r in curved if r["data"] == data]
+            for field, name in (("ppl", "validation perplexity"), ("bleu", "validation BLEU")):
+                lines = {f"{r['label']} seed {r['seed']}": [(p["step"], p[field]) for p in r["curve"]["valid"]
+                                                             if field in p] for r in runs}
+                lines = {label: points for label, points in lines.items() if points}
+                if lines:
+                    path = plots.curves(lines, self.plots / f"curve_{field}_{data}.png",
+                                        f"{data} ({self.kind(data)}): {name}", "updates", name, log=field == "ppl")
+                    self.image(path, f"{name}, {data}")
+        rows = [[r["id"], r["curve"]["valid"][-1]["step"], f"{r['curve']['valid'][-1]['ppl']:.2f}",
+                 {True: "yes", False: "no", None: "–"}[r["convergence"]["converged"]], r["convergence"]["why"]]
+                for r in curved]
+        self.table(["run", "updates", "final valid ppl", "converged", "why"], rows)
 
     def shift_section(self):
         results = per_run(self.records, "shift_invariance")
@@ -351,6 +394,7 @@ class Report:
             self.token_section(analyses["token_nll"])
         if "position_ablation" in analyses:
             self.ablation_section()
+        self.curves_section()
         self.speed_table()
         self.runs_table()
         path = self.out / "report.md"
@@ -374,12 +418,16 @@ def write_results(experiment, records, batch):
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(CSV_FIELDS + [f"bleu_{name}" for name in sets]
-                        + ["training_tokens_per_second", "speed", "train_seconds", "log"])
+                        + ["final_valid_ppl", "converged", "training_tokens_per_second", "speed", "train_seconds",
+                           "log"])
         for r in records:
             ratio = batch["speed"].get(r["data"], {}).get(r["label"])
+            valid = (r.get("curve") or {}).get("valid")
             writer.writerow([r.get(k) for k in CSV_FIELDS]
                             + [f"{r['bleu'][n]:.2f}" if n in r.get("bleu", {}) else "" for n in sets]
-                            + [f"{r['training_speed']['tokens_per_second']:.0f}" if r.get("training_speed") else "",
+                            + [f"{valid[-1]['ppl']:.3f}" if valid else "",
+                               (r.get("convergence") or {}).get("converged", ""),
+                               f"{r['training_speed']['tokens_per_second']:.0f}" if r.get("training_speed") else "",
                                f"{ratio:.3f}" if ratio is not None else "", r.get("train_seconds", ""),
                                r.get("log", "")])
 

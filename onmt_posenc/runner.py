@@ -33,45 +33,11 @@ from onmt_posenc import experiment as experiments
 from onmt_posenc import curves, interpolate, report, stock
 from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
-from onmt_posenc.runs import (FAILURE, RESULT, data_dir, longest_training_source, prepare_data, read_json, run_dir,
-                              run_fields, write_json, write_text_atomically)
+from onmt_posenc.runs import (FAILURE, RESULT, data_dir, is_stale, longest_training_source, prepare_data, read_json,
+                              run_config, run_dir, run_fields, settings_of, write_json, write_text_atomically)
 
 # Analyses of one model, run right after its evaluation; the report puts them side by side.
 PER_RUN_ANALYSES = ("length_buckets", "shift_invariance", "position_ablation", "token_nll", "swapped")
-
-
-def corpora(setting, files, transforms):
-    """The `data` of a run's OpenNMT-py config: the setting's files with its transforms
-    after the config's own `transforms` (tokenization, say). EXTRAPOLATE filters the
-    training corpus only (dev unchanged, as in the paper); INTERPOLATE joins the
-    training and the validation corpus."""
-    train, valid = list(transforms), list(transforms)
-    if setting.extrapolate:
-        train.append("filtertoolong")
-    if setting.interpolate:
-        train.append("concat_pairs")
-        valid.append("concat_pairs")
-    data = {"train": {"path_src": str(files["train"][0]), "path_tgt": str(files["train"][1]), "transforms": train}}
-    if files["valid"]:
-        data["valid"] = {"path_src": str(files["valid"][0]), "path_tgt": str(files["valid"][1]), "transforms": valid}
-    return data
-
-
-def run_config(run, setting, files, run_dir):
-    """The run's OpenNMT-py config: its keys plus what the runner owns (corpora, the
-    data setting's transform options, vocabularies, save_model)."""
-    config = {key: value for key, value in run.config.items() if key not in experiments.RUNNER_KEYS}
-    config.update(experiments.data_setting_keys(setting))
-    config.update(
-        data=corpora(setting, files, config.get("transforms") or []),
-        save_data=str(run_dir / "samples"),
-        src_vocab=str(run_dir / "vocab.src"),
-        save_model=str(run_dir / "model"),
-        overwrite=True,
-    )
-    if not config.get("share_vocab"):
-        config["tgt_vocab"] = str(run_dir / "vocab.tgt")
-    return config
 
 
 def machine():
@@ -196,8 +162,9 @@ class RunExecutor:
         """The run from its start, or from the checkpoint `resume_from` on (OpenNMT-py's
         train_from: weights, optimizer state and step; the vocabulary is already built)."""
         started = time.time()
+        # written again on resuming: the same settings, with the files where they are now
+        write_text_atomically(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         if resume_from is None:
-            write_text_atomically(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
             self.progress.say("build vocabulary")
             # -dump_samples: the training corpus as the transforms made it, in sample/, to check what was trained on
             self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples"],
@@ -238,7 +205,7 @@ class RunExecutor:
             "bleu_signature": next(iter(scores.values()))["signature"],
             "training_speed": curves.training_speed(self.logs / "train.log"),
             "curve": curve, "convergence": curves.convergence(curve["valid"]),
-            "resumed_from": [step for step in curve["started_from"] if step],
+            "resumed_from": checkpoint_step(resume_from) if resume_from else None,
             "machine": machine(),
             "longest_training_source": self.longest_source,
             "checkpoints_averaged": [p.name for p in averaged],
@@ -319,11 +286,22 @@ class RunExecutor:
                 "frequency": token_nll.gold_frequencies(tgt, counts)}
 
     def swapped(self, options, hyps):
+        """On the evaluation set `set` and, as the paper does, on the first `train_examples`
+        joined examples of the training corpus as the model saw it (sample/)."""
         from onmt_posenc.analysis import swapped
 
-        files = self.files["eval"][options["set"]]
-        return swapped.analyse(files.src, files.ref, self.dir / "analyses" / "swapped", self.translate,
-                               options["sep"], original_hyp=self.dir / "hyp" / f"{options['set']}.txt")
+        workdir, name, sep = self.dir / "analyses" / "swapped", options["set"], options["sep"]
+        files = self.files["eval"][name]
+        results = {name: swapped.analyse(files.src, files.ref, workdir / name, self.translate, sep,
+                                         original_hyp=self.dir / "hyp" / f"{name}.txt")}
+        if options["train_examples"]:
+            src = next(iter(sorted((self.dir / "sample").glob("*.src"))))
+            examples = swapped.training_examples(src, src.with_suffix(".tgt"), options["train_examples"],
+                                                 workdir / "train", sep)
+            results["train"] = (swapped.analyse(*examples, workdir / "train", self.translate, sep) if examples else
+                                {"applicable": False, "examples": 0,
+                                 "why": "not applicable: the training corpus joins no sentences"})
+        return results
 
 
 def resume_point(directory, config, say):
@@ -333,7 +311,7 @@ def resume_point(directory, config, say):
         stored = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
-    if stored != yaml.safe_load(yaml.safe_dump(config)):
+    if not isinstance(stored, dict) or settings_of(stored) != settings_of(yaml.safe_load(yaml.safe_dump(config))):
         say("an unfinished attempt with another config; starting again")
         return None
     return newest_complete_checkpoint(directory, say)
@@ -346,7 +324,7 @@ def execute_run(experiment, run, files, progress):
     config = run_config(run, experiment.data[run.data], files, directory)
     if (directory / RESULT).is_file():
         result = read_json(directory / RESULT)
-        if result.get("config") != config:
+        if is_stale(result, config):
             return {"id": run.id, "status": "failed",
                     "error": f"{directory} holds a finished run with another config; remove that "
                              "folder to run it again with the new settings", "log": str(directory / RESULT)}

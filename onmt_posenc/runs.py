@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from onmt_posenc import interpolate, synthetic
-from onmt_posenc.experiment import FilePair
+from onmt_posenc.experiment import RUNNER_KEYS, FilePair, data_setting_keys
 
 RESULT = "result.json"
 FAILURE = "failure.json"
@@ -57,6 +57,66 @@ def run_fields(run):
             "seed": run.seed}
 
 
+def settings_of(config):
+    """What a run's OpenNMT-py config says about the experiment: all but the paths the
+    runner sets inside the output folder (its runs' files, the copies of cut corpora),
+    so that a moved or copied output folder holds the same runs. Corpora elsewhere
+    stay as they are: other files are another run."""
+    settings = {key: value for key, value in config.items() if key not in RUNNER_KEYS}
+    if "save_model" not in config:
+        return {**settings, "data": config.get("data")}
+    output = Path(config["save_model"]).parents[3]  # <output>/<data>/<method>/seed<n>/model
+
+    def inside_output(path):
+        path = Path(path)
+        return f"<output>/{path.relative_to(output).as_posix()}" if path.is_relative_to(output) else str(path)
+
+    settings["data"] = {name: {key: inside_output(value) if key.startswith("path_") else value
+                               for key, value in corpus.items()}
+                        for name, corpus in (config.get("data") or {}).items()}
+    return settings
+
+
+def is_stale(record, config):
+    """A finished run whose stored config has other settings than `config` (what the
+    experiment file makes now)."""
+    return settings_of(record.get("config") or {}) != settings_of(config)
+
+
+def corpora(setting, files, transforms):
+    """The `data` of a run's OpenNMT-py config: the setting's files with its transforms
+    after the config's own `transforms` (tokenization, say). EXTRAPOLATE filters the
+    training corpus only (dev unchanged, as in the paper); INTERPOLATE joins the
+    training and the validation corpus."""
+    train, valid = list(transforms), list(transforms)
+    if setting.extrapolate:
+        train.append("filtertoolong")
+    if setting.interpolate:
+        train.append("concat_pairs")
+        valid.append("concat_pairs")
+    data = {"train": {"path_src": str(files["train"][0]), "path_tgt": str(files["train"][1]), "transforms": train}}
+    if files["valid"]:
+        data["valid"] = {"path_src": str(files["valid"][0]), "path_tgt": str(files["valid"][1]), "transforms": valid}
+    return data
+
+
+def run_config(run, setting, files, run_dir):
+    """The run's OpenNMT-py config: its keys plus what the runner owns (corpora, the
+    data setting's transform options, vocabularies, save_model)."""
+    config = {key: value for key, value in run.config.items() if key not in RUNNER_KEYS}
+    config.update(data_setting_keys(setting))
+    config.update(
+        data=corpora(setting, files, config.get("transforms") or []),
+        save_data=str(run_dir / "samples"),
+        src_vocab=str(run_dir / "vocab.src"),
+        save_model=str(run_dir / "model"),
+        overwrite=True,
+    )
+    if not config.get("share_vocab"):
+        config["tgt_vocab"] = str(run_dir / "vocab.tgt")
+    return config
+
+
 class EvalSet(NamedTuple):
     src: Path
     tgt: Path  # what the model reads (teacher forcing)
@@ -91,6 +151,20 @@ def _copy_lines(pair, directory, name, join):
     return EvalSet(copies["src"], copies["tgt"], copies.get("ref", copies["tgt"]))
 
 
+def corpus_files(setting, directory):
+    """The training and validation files of a data setting where prepare_data puts or
+    finds them, without writing anything: {"train": (src, tgt), "valid": (src, tgt) or None}."""
+    directory = Path(directory)
+
+    def place(pair, name):
+        cut = setting.synthetic is not None or pair.lines
+        return (directory / f"{name}.src", directory / f"{name}.tgt") if cut else (pair.src, pair.tgt)
+
+    if setting.synthetic is not None:
+        return {"train": place(None, "train"), "valid": place(None, "valid")}
+    return {"train": place(setting.train, "train"), "valid": place(setting.valid, "valid") if setting.valid else None}
+
+
 def prepare_data(setting, directory):
     """The files of a data setting: {"train": (src, tgt), "valid": (src, tgt) or None,
     "eval": {name: EvalSet}}.
@@ -99,7 +173,7 @@ def prepare_data(setting, directory):
     Evaluation sets are written into `directory`, cut to their `lines` and, in
     an INTERPOLATE setting, joined N sentences per line. Training and validation
     files are used in place unless cut: the runner's OpenNMT-py config applies
-    the data setting's transforms to them (see runner.corpora)."""
+    the data setting's transforms to them (see corpora)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "eval").mkdir(exist_ok=True)
@@ -115,21 +189,15 @@ def prepare_data(setting, directory):
 
         setting = dataclasses.replace(setting, train=generated("train"), valid=generated("valid"),
                                       eval_sets={name: generated(name) for name in synthetic.EVAL_SETS})
-    join = setting.interpolate
-
-    def in_place_or_cut(pair, name):
-        if pair.lines:
-            return _copy_lines(pair, directory, name, None)[:2]
-        _require_file(pair.src)
-        _require_file(pair.tgt)
-        return pair.src, pair.tgt
-
-    return {
-        "train": in_place_or_cut(setting.train, "train"),
-        "valid": in_place_or_cut(setting.valid, "valid") if setting.valid else None,
-        "eval": {name: _copy_lines(pair, directory / "eval", name, join or pair.join)
-                 for name, pair in setting.eval_sets.items()},
-    }
+    for name, pair in (("train", setting.train), ("valid", setting.valid)):
+        if pair is not None and pair.lines:
+            _copy_lines(pair, directory, name, None)
+    files = corpus_files(setting, directory)
+    for pair in filter(None, files.values()):
+        for path in pair:
+            _require_file(path)
+    return {**files, "eval": {name: _copy_lines(pair, directory / "eval", name, setting.interpolate or pair.join)
+                              for name, pair in setting.eval_sets.items()}}
 
 
 def longest_training_source(directory):

@@ -130,7 +130,7 @@ def test_a_recipe_whose_corpora_have_transforms_is_refused(tmp_path, recipe):
 
 def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
     from onmt_posenc.runs import prepare_data
-    from onmt_posenc.runner import run_config
+    from onmt_posenc.runs import run_config
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
               "eval_examples": 7}
@@ -308,46 +308,94 @@ def test_claims_table_follows_the_results(demo, tmp_path):
     text = (copy / "report.md").read_text(encoding="utf-8")
     assert text.index("## The SHAPE paper's claims") < text.index("## BLEU and relative training speed")
     claim = "SHAPE's swapped drop is far below APE's"
+    row = claims_row(text, claim)  # 16 updates: the models write no separators and have not converged
+    assert row.endswith("| not measured |") and "does not produce <sep>" in row
+
+    def store(label, name, **values):
+        path = copy / "synthetic" / label / "seed1" / name
+        path.write_text(json.dumps({**json.loads(path.read_text()), **values}))
+
+    def claim_after_report():
+        run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
+        return claims_row((copy / "report.md").read_text(encoding="utf-8"), claim)
+
+    converged = {"converged": True, "why": "edited by the test"}
     for label, drop in (("ape", 9.0), ("shape", 1.0)):
-        path = copy / "synthetic" / label / "seed1" / "analyses" / "swapped.json"
-        stored = json.loads(path.read_text())
-        path.write_text(json.dumps({**stored, "drop": drop}))
-    run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
-    row = claims_row((copy / "report.md").read_text(encoding="utf-8"), claim)
-    assert "APE 9.00, SHAPE 1.00" in row and row.endswith("| yes |")
-    path = copy / "synthetic" / "shape" / "seed1" / "analyses" / "swapped.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "drop": 8.0}))
-    run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
-    row = claims_row((copy / "report.md").read_text(encoding="utf-8"), claim)
-    assert "APE 9.00, SHAPE 8.00" in row and row.endswith("| no |")
+        store(label, "result.json", convergence=converged)
+        store(label, "analyses/swapped.json", train={"applicable": True, "original": 30.0, "swapped": 30.0 - drop,
+                                                     "drop": drop, "examples": 10})
+    row = claim_after_report()
+    assert "training examples: APE 30.00 -> 21.00 (drop 9.00), SHAPE 30.00 -> 29.00 (drop 1.00)" in row
+    assert row.endswith("| yes |")
+    store("shape", "analyses/swapped.json", train={"applicable": True, "original": 30.0, "swapped": 22.0,
+                                                   "drop": 8.0, "examples": 10})
+    assert claim_after_report().endswith("| no |")
+    store("shape", "result.json", convergence={"converged": False, "why": "valid ppl still falling"})
+    row = claim_after_report()
+    assert row.endswith("| not measured |") and "synthetic/shape/seed1 (valid ppl still falling)" in row
+    store("shape", "result.json", convergence=converged)
+    store("ape", "analyses/swapped.json", train={"applicable": False, "examples": 10, "why": "not applicable: no sep"})
+    row = claim_after_report()
+    assert row.endswith("| not measured |") and "APE: not applicable: no sep" in row
     # The demo has no VANILLA data setting: that claim is not measured, not guessed.
     row = claims_row((copy / "report.md").read_text(encoding="utf-8"), "SHAPE's BLEU on VANILLA")
     assert row.endswith("| not measured |")
 
 
-def test_interrupt_then_rerun_skips_finished_runs_and_redoes_the_interrupted_one(demo):
+def test_an_interrupted_run_goes_on_from_its_checkpoint_and_finished_runs_are_skipped(demo):
+    """SIGTERM after the run's first checkpoint (saved at update 8, before the report at
+    12); the same command again resumes it from its newest checkpoint, which it keeps as
+    it was, and skips the finished runs."""
     output, _ = demo
     interrupted = output / "synthetic" / "shape" / "seed1"
-    (interrupted / "result.json").unlink()  # run it again, and stop it while it trains
+    shutil.rmtree(interrupted)  # run it again, and stop it while it trains
     before = (output / "synthetic" / "ape" / "seed1" / "result.json").stat().st_mtime
     args = [command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN)]
     process = subprocess.Popen([str(a) for a in args], cwd=REPO, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "OMP_NUM_THREADS": "1"})
     for line in process.stderr:
-        if "[2/3 synthetic/shape/seed1] train" in line:
+        if "[2/3 synthetic/shape/seed1] train step 12/16" in line:
             process.send_signal(signal.SIGTERM)  # what a cluster scheduler sends
             break
     rest = process.stderr.read()
     assert process.wait(timeout=60) == 130
     assert "interrupted: finished runs are kept" in rest
     assert not (interrupted / "result.json").exists()
-    assert (output / "synthetic" / "rpe" / "seed1" / "result.json").is_file()
+    first = interrupted / "model_step_8.pt"
+    saved = first.stat()
+    newest = max(int(p.stem.rsplit("_", 1)[1]) for p in interrupted.glob("model_step_*.pt"))
 
     result = run(args, cwd=REPO, timeout=LONG)
     assert result.stderr.count("finished before; skipped") == 2
-    assert "[2/3 synthetic/shape/seed1] train step 16/16" in result.stderr
+    assert f"[2/3 synthetic/shape/seed1] resume from model_step_{newest}.pt" in result.stderr
     assert (interrupted / "result.json").is_file()
+    assert first.stat().st_mtime_ns == saved.st_mtime_ns and first.stat().st_ino == saved.st_ino
+    stored = json.loads((interrupted / "result.json").read_text())
+    assert stored["resumed_from"] == newest
+    # a run stopped after its last update goes on to its evaluation without training
+    assert stored["curve"]["started_from"] == ([0, newest] if newest < 16 else [0])
+    assert [p["step"] for p in stored["curve"]["valid"]] == [16]
     assert (output / "synthetic" / "ape" / "seed1" / "result.json").stat().st_mtime == before
+
+
+def test_resume_skips_checkpoints_cut_short(tmp_path):
+    """A checkpoint whose save was killed does not load: it is removed and the one before is used."""
+    import argparse
+
+    import torch
+
+    from onmt_posenc.runner import newest_complete_checkpoint
+
+    for step in (100, 200):
+        torch.save({"model": {"w": torch.ones(2)}, "opt": argparse.Namespace(seed=1)}, tmp_path / f"model_step_{step}.pt")
+    whole = (tmp_path / "model_step_200.pt").read_bytes()
+    (tmp_path / "model_step_200.pt").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "model_step_300.pt").write_bytes(b"")
+    said = []
+    assert newest_complete_checkpoint(tmp_path, said.append) == tmp_path / "model_step_100.pt"
+    assert said == ["model_step_300.pt is not a complete checkpoint; removed",
+                    "model_step_200.pt is not a complete checkpoint; removed"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model_step_100.pt"]
 
 
 def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
@@ -375,3 +423,54 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     assert "1 of 2 runs finished, 1 failed" in report
     assert "| synthetic/broken/seed1 | failed |" in report and str(log) in report
     assert "| synthetic | EXTRAPOLATE | ape | 1 |" in report
+
+
+def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_path):
+    from onmt_posenc import claims
+
+    loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "data": ["small"]}))
+    converged = {"converged": True, "why": "test"}
+
+    def record(method, seed, bleu, convergence=converged):
+        config = {"shape_max_shift": 40} if method == "shape" else {}
+        return {"id": f"small/{method}/seed{seed}", "status": "finished", "data": "small", "method": method,
+                "label": method, "seed": seed, "bleu": {"test": bleu, "valid": bleu}, "config": config,
+                "convergence": convergence}
+
+    def row(records):
+        return claims.vanilla_bleu(claims.Batch(loaded, records), "SHAPE", "paper")
+
+    # three seeds each: 30.0 ± 1.0 vs 31.5 ± 1.0; 2 standard errors = 2 * sqrt(2/3) = 1.63 > 1.5
+    ape = [record("ape", s, b) for s, b in ((1, 29.0), (2, 30.0), (3, 31.0))]
+    shape = [record("shape", s, b) for s, b in ((1, 30.5), (2, 31.5), (3, 32.5))]
+    result = row(ape + shape)
+    assert result["held"] == "yes" and "31.50 ± 1.00 (3 seeds) vs 30.00 ± 1.00 (3 seeds) (+1.50" in result["measured"]
+    assert "2 standard errors of the seeds' spread (1.63)" in result["measured"]
+    # the same difference with seeds that agree closely is a real difference
+    tight = [record("ape", s, b) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))]
+    assert row(tight + [record("shape", s, b + 1.5) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))])["held"] == "no"
+    # one seed each: within 1 BLEU
+    assert row([ape[1], record("shape", 1, 30.9)])["held"] == "yes"
+    assert row([ape[1], record("shape", 1, 31.1)])["held"] == "no"
+    # a model that has not converged: no verdict, and the reason
+    late = record("shape", 1, 30.2, {"converged": False, "why": "valid ppl 5.00 -> 4.50 (-10.0%)"})
+    result = row([ape[1], late])
+    assert result["held"] == "not measured" and "small/shape/seed1 (valid ppl 5.00 -> 4.50 (-10.0%))" in result["measured"]
+    assert row([ape[1], {**late, "convergence": None}])["held"] == "not measured"  # results without a curve
+
+
+def test_report_marks_results_made_with_other_settings_as_stale(demo, tmp_path):
+    """A copied output folder holds the same runs; after the file changes, a run is stale."""
+    output, _ = demo
+    copy = tmp_path / "moved"
+    shutil.copytree(output, copy)
+    run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
+    assert "stale" not in (copy / "report.md").read_text(encoding="utf-8")
+    changed = [*overrides(SCALED_DOWN), "--set", "methods.shape.shape_max_shift=7"]
+    run([command("onmt-posenc"), "report", DEMO, "--output", copy, *changed], cwd=REPO)
+    report = (copy / "report.md").read_text(encoding="utf-8")
+    assert "2 of 3 runs finished, 1 stale (made with other settings than the file's; left out)" in report
+    assert "| synthetic/shape/seed1 | stale |" in report
+    assert "| synthetic | EXTRAPOLATE | shape | 0 | – |" in report  # no seed of it in the BLEU table
+    rows = list(csv.DictReader(open(copy / "results.csv", encoding="utf-8")))
+    assert [r["status"] for r in rows] == ["finished", "stale", "finished"]

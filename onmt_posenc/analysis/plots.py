@@ -44,3 +44,17 @@ def save(fig, path):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def curves(lines, path, title, xlabel, ylabel, log=False):
+    """One line per label: {label: [(x, y), ...]}."""
+    fig, ax = figure()
+    for label, points in lines.items():
+        ax.plot(*zip(*points), marker=".", label=label)
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return save(fig, path)

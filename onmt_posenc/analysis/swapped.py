@@ -5,8 +5,16 @@ to the end ("X2 ... <sep> XN <sep> X1"). Both versions are translated, and the
 translation of X1 is scored in each: the first segment of the Original
 translation, the last segment of the Swapped one, against Y1. A model that
 translates a sentence the same wherever it stands loses nothing; the paper
-measured APE 28.81 -> 20.74, SHAPE 28.51 -> 27.06. With N = 1 both versions
-are the same text, so the scores are equal.
+measured APE 28.81 -> 20.74, SHAPE 28.51 -> 27.06, on 1,000 joined examples
+(10k sentence pairs) of the INTERPOLATE *training* data, to keep unseen text
+out; the runner scores those (`train_examples`) and a joined test set.
+With N = 1 both versions are the same text, so the scores are equal.
+
+X1's translation is found by the separators. A model that does not write them
+(one never trained on joined sentences) gives lines whose first and last
+segments are the whole translation; where more than WRONG_SEPARATORS_AT_MOST
+of the Original translations have another number of separators than their
+reference, the result is "not applicable", with that share, and no drop.
 
     onmt-posenc swapped --model model.pt --src concat.src --tgt concat.tgt --workdir swapped/
 """
@@ -16,6 +24,7 @@ from pathlib import Path
 from onmt_posenc import stock
 from onmt_posenc.evaluate import corpus_bleu
 from onmt_posenc.interpolate import DEFAULT_SEP, join_segments, read_lines, split_segments, write_lines
+from onmt_posenc.tokenization import tokenizer
 
 
 def swap_first_to_end(line, sep=DEFAULT_SEP):
@@ -24,28 +33,76 @@ def swap_first_to_end(line, sep=DEFAULT_SEP):
     return " ".join(join_segments(segments[1:] + segments[:1], sep))
 
 
+# Above this share of Original translations with a wrong number of separators, X1's
+# translation cannot be found: the model does not produce the separator.
+WRONG_SEPARATORS_AT_MOST = 0.1
+
+
+def wrong_separator_share(hyps, references, sep=DEFAULT_SEP):
+    """The share of lines whose number of separators differs from their reference's."""
+    wrong = sum(hyp.split().count(sep) != ref.split().count(sep) for hyp, ref in zip(hyps, references, strict=True))
+    return wrong / max(len(references), 1)
+
+
 def first_sentence_scores(original_hyps, swapped_hyps, references, sep=DEFAULT_SEP):
-    """BLEU of X1's translation in the Original and in the Swapped order, against Y1."""
+    """BLEU of X1's translation in the Original and in the Swapped order, against Y1
+    ("applicable": false, and no scores, for a model that does not write separators)."""
+    share = wrong_separator_share(original_hyps, references, sep)
+    if share > WRONG_SEPARATORS_AT_MOST:
+        return {"applicable": False, "wrong_separators": share, "examples": len(references),
+                "why": f"not applicable: the model does not produce {sep} ({share:.0%} of its Original "
+                       f"translations have another number of separators than the reference; at most "
+                       f"{WRONG_SEPARATORS_AT_MOST:.0%} allowed)"}
     first_refs = [" ".join(split_segments(ref.split(), sep)[0]) for ref in references]
     original = [" ".join(split_segments(hyp.split(), sep)[0]) for hyp in original_hyps]
     swapped = [" ".join(split_segments(hyp.split(), sep)[-1]) for hyp in swapped_hyps]
     original_bleu, swapped_bleu = corpus_bleu(original, first_refs), corpus_bleu(swapped, first_refs)
-    return {"original": original_bleu.score, "swapped": swapped_bleu.score,
+    return {"applicable": True, "original": original_bleu.score, "swapped": swapped_bleu.score,
             "drop": original_bleu.score - swapped_bleu.score, "examples": len(references),
-            "signature": original_bleu.signature}
+            "wrong_separators": share, "signature": original_bleu.signature}
 
 
 def analyse(src_path, tgt_path, workdir, translate, sep=DEFAULT_SEP, original_hyp=None):
     """Write the swapped source into `workdir`, translate it with `translate(src, output)`,
-    and score. `original_hyp`: an existing translation of `src_path` (else it is made too)."""
+    and score. `original_hyp`: an existing translation of `src_path` (else it is made too).
+    A model whose Original translations lack the separators is not asked for the Swapped ones."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    swapped_src = workdir / "swapped.src"
-    write_lines(swapped_src, [swap_first_to_end(line, sep) for line in read_lines(src_path)])
     if original_hyp is None:
         original_hyp = translate(src_path, workdir / "original.hyp")
+    original, references = read_lines(original_hyp), read_lines(tgt_path)
+    if wrong_separator_share(original, references, sep) > WRONG_SEPARATORS_AT_MOST:
+        return first_sentence_scores(original, None, references, sep)
+    swapped_src = workdir / "swapped.src"
+    write_lines(swapped_src, [swap_first_to_end(line, sep) for line in read_lines(src_path)])
     swapped_hyp = translate(swapped_src, workdir / "swapped.hyp")
-    return first_sentence_scores(read_lines(original_hyp), read_lines(swapped_hyp), read_lines(tgt_path), sep)
+    return first_sentence_scores(original, read_lines(swapped_hyp), references, sep)
+
+
+def results_by_set(stored):
+    """{set: result} of a run's stored swapped analysis (results written before the
+    training examples were scored hold one result, of the evaluation set)."""
+    if "drop" in stored:
+        return {"eval": {"applicable": True, **stored}}
+    return stored
+
+
+def training_examples(src_path, tgt_path, count, out_dir, sep=DEFAULT_SEP):
+    """The first `count` joined examples of a training corpus as the model saw it (the
+    runner's sample/, tokenized), written as a source file and a raw-text reference
+    file (joiner marks and BPE undone sentence by sentence, the separators kept) into
+    `out_dir`; None if the corpus joins no sentences."""
+    pairs = [(src, tgt) for src, tgt in zip(read_lines(src_path), read_lines(tgt_path), strict=True)
+             if sep in tgt.split()][:count]
+    if not pairs:
+        return None
+    detokenizer = tokenizer()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_lines(out_dir / "train.src", [src for src, _ in pairs])
+    write_lines(out_dir / "train.ref", [" ".join(join_segments(
+        [[detokenizer.detokenize(segment)] for segment in split_segments(tgt.split(), sep)], sep)) for _, tgt in pairs])
+    return out_dir / "train.src", out_dir / "train.ref"
 
 
 def add_arguments(parser):
@@ -70,8 +127,11 @@ def main(args):
     except stock.StockCommandError as error:
         print(f"onmt-posenc swapped: error: {error}")
         return 1
-    print(f"BLEU of the first sentence: Original {result['original']:.2f}, Swapped {result['swapped']:.2f}, "
-          f"drop {result['drop']:.2f} ({result['examples']} examples; {result['signature']})")
+    if not result["applicable"]:
+        print(result["why"])
+    else:
+        print(f"BLEU of the first sentence: Original {result['original']:.2f}, Swapped {result['swapped']:.2f}, "
+              f"drop {result['drop']:.2f} ({result['examples']} examples; {result['signature']})")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
     return 0
