@@ -64,6 +64,7 @@ setting takes its files from the folder (see `folder_data`) and keeps its
 EXTRAPOLATE/INTERPOLATE choice and settings.
 """
 import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,6 +145,7 @@ class Run:
     shift: int  # K of the K axis, None where it does not apply
     seed: int
     config: dict  # OpenNMT-py keys, without the runner's paths
+    sources: dict = field(default_factory=dict, compare=False)  # key -> where in the file it was set
 
     @property
     def label(self):
@@ -193,7 +195,11 @@ def apply_overrides(mapping, overrides, path):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 _fail(path, f"--set {key}: {part} is not a mapping")
-        node[last] = yaml.safe_load(text)
+        try:
+            node[last] = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            problem = str(error).splitlines()[0]
+            _fail(path, f"--set {override}: the value is not valid YAML ({problem})")
     return mapping
 
 
@@ -327,18 +333,18 @@ def _grids(spec, path):
     return [_mapping(spec, path, "grid")]
 
 
-def expand_grids(recipe, settings, methods, data, grids, path):
+def expand_grids(recipe, settings, methods, data, grids, path, recipe_name="recipe"):
     """The runs of every product in `grids`, in order; a run named twice is an error."""
     runs = {}
     for grid in grids:
-        for run in expand_grid(recipe, settings, methods, data, grid, path):
+        for run in expand_grid(recipe, settings, methods, data, grid, path, recipe_name):
             if run.id in runs:
                 _fail(path, f"grid: the run {run.id} is named twice")
             runs[run.id] = run
     return list(runs.values())
 
 
-def expand_grid(recipe, settings, methods, data, grid, path):
+def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe"):
     """Every run of the grid, in a stable order: data, method, K, seed."""
     unknown = set(grid) - GRID_AXES
     if unknown:
@@ -361,12 +367,16 @@ def expand_grid(recipe, settings, methods, data, grid, path):
             _fail(path, f"grid seeds and K must be non-negative integers, got {value!r}")
     runs = []
     for data_name, method in itertools.product(data_names, method_names):
-        config = {**recipe, **settings, **data[data_name].settings, **methods[method]}
+        layers = [(recipe_name, recipe), ("settings", settings), (f"data.{data_name}.settings", data[data_name].settings),
+                  (f"methods.{method}", methods[method])]
+        config = {key: value for _, keys in layers for key, value in keys.items()}
+        sources = {key: where for where, keys in layers for key in keys}
         for shift, seed in itertools.product(shifts if uses_shape(config) else [None], seeds):
             run_config = dict(config, seed=seed)
             if shift is not None:
                 run_config["shape_max_shift"] = shift
-            runs.append(Run(data_name, method, shift, seed, run_config))
+            runs.append(Run(data_name, method, shift, seed, run_config,
+                            {**sources, "seed": "grid.seed", **({"shape_max_shift": "grid.K"} if shift is not None else {})}))
     return runs
 
 
@@ -483,7 +493,7 @@ def load(path, overrides=(), output=None, data_folder=None):
     layers = [(f"recipe {mapping.get('recipe')}", recipe, gridded), ("settings", settings, gridded),
               *((f"methods.{m}", k, gridded) for m, k in methods.items())]
     _reject_overridden_keys(layers, data, path)
-    runs = expand_grids(recipe, settings, methods, data, grids, path)
+    runs = expand_grids(recipe, settings, methods, data, grids, path, f"recipe {mapping.get('recipe')}")
 
     evaluation = _mapping(mapping.get("evaluation"), path, "evaluation")
     unknown = set(evaluation) - {"sets", "average_last", "translate"}
@@ -518,6 +528,60 @@ def load(path, overrides=(), output=None, data_folder=None):
         translate=_mapping(evaluation.get("translate"), path, "evaluation.translate"),
         analyses=analyses,
     )
+
+
+class _ParserStopped(Exception):
+    pass
+
+
+def _parse_error_text(message, key):
+    """An OpenNMT-py parser's or option check's message without the option's own name."""
+    message = re.sub(r"^\S+: error: ", "", message.strip())
+    message = re.sub(r"^argument [-\w/]+: ", "", message)
+    message = re.sub(r" \(set in [^)]*\)", "", message)  # strict_config names the generated file's line
+    return message.removeprefix(f"{key} ").replace(f"unknown option '{key}'", "unknown option")
+
+
+def check_options(experiment):
+    """Every run's OpenNMT-py keys through onmt_train's own parser and the extension's
+    option checks, before anything trains: an unknown key, a value of the wrong type
+    or out of range is an ExperimentError naming the experiment file and where in it
+    the key was set (`methods.shape.shape_max_shift: must be >= 0, got -3`)."""
+    import tempfile
+
+    from onmt.bin.train import _get_parser
+    from onmt.utils.parse import ArgumentParser
+
+    checked = set()
+    for run in experiment.runs:
+        keys = {key: value for key, value in run.config.items() if key not in RUNNER_KEYS}
+        text = yaml.safe_dump(keys, sort_keys=True)
+        if text in checked:
+            continue
+        checked.add(text)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", encoding="utf-8") as f:
+            # the runner's keys, which the parser requires, as placeholders: only parsed, never opened
+            f.write(text + yaml.safe_dump({"data": {"corpus": {"path_src": "src", "path_tgt": "tgt"}},
+                                           "src_vocab": "vocab"}))
+            f.flush()
+            parser = _get_parser()
+
+            def stop(status=0, message=None):
+                raise _ParserStopped(message or "")
+
+            parser.exit, parser.error = stop, lambda message: stop(2, message)
+            try:
+                opt, _ = parser.parse_known_args(["-config", f.name])
+                ArgumentParser.update_model_opts(opt)
+                ArgumentParser.validate_model_opts(opt)
+            except (_ParserStopped, ValueError, AssertionError) as error:
+                message = str(error)
+                named = sorted((key for key in keys if re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", message)),
+                               key=len, reverse=True)
+                unknown = re.search(r"unknown option '(\w+)'", message)
+                key = unknown.group(1) if unknown else named[0] if named else None
+                where = f"{run.sources.get(key, 'settings')}.{key}: " if key else f"run {run.id}: "
+                _fail(experiment.path, where + _parse_error_text(message, key or ""))
 
 
 def parse_shard(text):

@@ -9,11 +9,12 @@ that module is imported) wraps four of its functions so that they export what
 - Absolute positions. CTranslate2 computes `embedding * scale + table[position]`
   per side. The table and the scale are read off the side's own position module
   (the one `onmt_translate` builds, with the checkpoint's buffers) in evaluation
-  mode, so every scheme exports as it translates: APE and perSPE (training-only)
-  as their sinusoid table, SHAPE as rows offset.. of its table (Kiyono et al.
-  2021 with the released code's inference offset; K = 0 is APE), and 'none' as a
-  table of zeros (CTranslate2 would otherwise generate sinusoids for a side
-  without a table) with scale 1: OpenNMT-py scales by sqrt(d) inside its
+  mode, so every scheme exports as it translates: APE, and perSPE, randomized
+  positions and CAPE (augmentations in training only), as their sinusoid table,
+  SHAPE as rows offset.. of its table (Kiyono et al. 2021 with the released
+  code's inference offset; K = 0 is APE), and 'none' as a table of zeros
+  (CTranslate2 would otherwise generate sinusoids for a side without a table)
+  with scale 1: OpenNMT-py scales by sqrt(d) inside its
   position module, and a side without one is not scaled.
 - Layer-norm epsilon. The stock converter leaves it unset for encoder-decoder
   models, and CTranslate2 then uses 1e-5 where OpenNMT-py uses `norm_eps`

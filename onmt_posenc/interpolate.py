@@ -12,6 +12,7 @@ multiple of N the last group is shorter, so no line is dropped. An empty line
 stays an empty segment between two separators, so a group of m lines always
 has m - 1 separators.
 """
+import os
 import sys
 
 DEFAULT_N = 10
@@ -59,8 +60,15 @@ def fit_to_slots(segments, slots):
 
 def read_lines(path):
     """The lines of a text file, split on '\\n' only, as OpenNMT-py reads corpora."""
-    with open(path, encoding="utf-8", newline="\n") as f:
-        return [line[:-1] if line.endswith("\n") else line for line in f]
+    try:
+        with open(path, encoding="utf-8", newline="\n") as f:
+            return [line[:-1] if line.endswith("\n") else line for line in f]
+    except UnicodeDecodeError:
+        # The decoder names neither the file nor the line: find them (one more read).
+        from onmt_posenc.preflight import scan_text
+
+        _, line, reason = scan_text(path)
+        raise InterpolateError(f"{path}:{line}: not UTF-8 text ({reason})") from None
 
 
 def check_no_separator(lines, path, sep):
@@ -127,13 +135,21 @@ def add_arguments(parser):
     split.add_argument("--sep", default=DEFAULT_SEP, help="separator token (default: %(default)s)")
 
 
+def check_not_an_input(output, inputs):
+    """Writing over an input would lose it before it is read whole."""
+    for path in inputs:
+        if os.path.exists(output) and os.path.exists(path) and os.path.samefile(output, path):
+            raise InterpolateError(f"the output {output} is the input {path}; name another output file")
+
+
 def main(args):
     try:
+        check_not_an_input(args.output, [args.input] if args.action == "join" else [args.hypotheses, args.source])
         if args.action == "join":
             join_file(args.input, args.output, args.n, args.sep)
             return 0
         problems = split_file(args.hypotheses, args.source, args.output, args.sep)
-    except InterpolateError as error:
+    except (InterpolateError, OSError, UnicodeDecodeError) as error:
         print(f"onmt-posenc interpolate: error: {error}", file=sys.stderr)
         return 2
     for problem in problems:

@@ -4,7 +4,10 @@ They are saved in checkpoints with the rest of `opt`, so translation rebuilds
 exactly the position scheme a model was trained with.
 """
 
-POSITION_CHOICES = ("sinusoidal", "shape", "perspe", "none")
+POSITION_CHOICES = ("sinusoidal", "shape", "perspe", "randomized", "cape", "none")
+RANDOMIZED_DRAWS = ("sequence", "batch")
+# CAPE's text recipe (Likhomanenko et al. 2021): Δmax, εmax, s.
+CAPE_DEFAULTS = {"cape_max_global_shift": 5.0, "cape_max_local_shift": 0.5, "cape_max_global_scale": 1.03}
 RELATIVE_ATTENTION_CHOICES = ("shaw", "music")
 RELATIVE_VALUES_CHOICES = ("shared", "separate")
 
@@ -19,7 +22,8 @@ def add_model_options(parser):
             default=None,
             help=f"Absolute position encoding of the {where} embeddings. Unset: 'shape' "
             "if shape_max_shift is set, else 'sinusoidal' with -position_encoding, "
-            "else 'none'; the decoder's is 'perspe' if perspe_range is set.",
+            "else 'none'; the decoder's is 'perspe' if perspe_range is set. 'randomized' "
+            "(Ruoss et al. 2023) and 'cape' (Likhomanenko et al. 2021) are chosen by name only.",
         )
     group.add(
         "--shape_max_shift",
@@ -58,6 +62,49 @@ def add_model_options(parser):
         "of each training corpus's path_tgt_phrases file (see `onmt-posenc chunk-ja`), "
         "read by the tgt_phrases transform. 'token': every token draws its own (the "
         "paper's Table 4); the only unit for src_position_encoding perspe.",
+    )
+    group.add(
+        "--randomized_max_position",
+        "-randomized_max_position",
+        type=int,
+        default=None,
+        help="L of randomized positions (Ruoss et al. 2023; src/tgt_position_encoding "
+        "randomized): in training a sequence of n tokens is embedded at a sorted random "
+        "subset of n positions from 0..L-1; validation and translation use 0..n-1. Must be "
+        ">= the longest training sequence (the paper: L = 2048 for lengths up to 40).",
+    )
+    group.add(
+        "--randomized_draw",
+        "-randomized_draw",
+        choices=RANDOMIZED_DRAWS,
+        default=None,
+        help="Randomized positions: 'sequence' (default) draws one subset per sequence, "
+        "'batch' one per batch, shared by its sequences (the authors' code).",
+    )
+    group.add(
+        "--cape_max_global_shift",
+        "-cape_max_global_shift",
+        type=float,
+        default=None,
+        help="CAPE's Δmax (Likhomanenko et al. 2021; src/tgt_position_encoding cape): in "
+        "training a sequence's positions (i + Δ + ε_i)·λ take Δ ~ U(-Δmax, Δmax), drawn per "
+        "sequence. Default 5 (the paper's text recipe).",
+    )
+    group.add(
+        "--cape_max_local_shift",
+        "-cape_max_local_shift",
+        type=float,
+        default=None,
+        help="CAPE's εmax: ε_i ~ U(-εmax, εmax) per token. Default 0.5; up to 0.5 keeps the "
+        "tokens in order.",
+    )
+    group.add(
+        "--cape_max_global_scale",
+        "-cape_max_global_scale",
+        type=float,
+        default=None,
+        help="CAPE's s: λ = exp(U(-log s, log s)) per sequence. Default 1.03. Validation and "
+        "translation use positions 0..n-1; Δmax 0, εmax 0, s 1 is plain sinusoidal APE.",
     )
     group.add(
         "--relative_attention",
@@ -142,7 +189,47 @@ def resolve_position_options(opt):
     if not uses_shape and opt.shape_inference_offset:
         raise ValueError("shape_inference_offset is set but no side uses SHAPE")
     _check_perspe_options(opt)
+    _check_randomized_options(opt)
+    _check_cape_options(opt)
     return opt
+
+
+def _uses(opt, choice):
+    return choice in (opt.src_position_encoding, opt.tgt_position_encoding)
+
+
+def _refuse_unused(opt, keys, choice):
+    for key in keys:
+        if getattr(opt, key, None) is not None:
+            raise ValueError(
+                f"{key} is set but neither src_position_encoding nor tgt_position_encoding is '{choice}'"
+            )
+
+
+def _check_randomized_options(opt):
+    if not _uses(opt, "randomized"):
+        _refuse_unused(opt, ("randomized_max_position", "randomized_draw"), "randomized")
+        return
+    if getattr(opt, "randomized_max_position", None) is None:
+        raise ValueError("src/tgt_position_encoding 'randomized' needs randomized_max_position (L)")
+    if opt.randomized_max_position < 1:
+        raise ValueError(f"randomized_max_position must be >= 1, got {opt.randomized_max_position}")
+    if getattr(opt, "randomized_draw", None) is None:
+        opt.randomized_draw = "sequence"
+
+
+def _check_cape_options(opt):
+    if not _uses(opt, "cape"):
+        _refuse_unused(opt, CAPE_DEFAULTS, "cape")
+        return
+    for key, default in CAPE_DEFAULTS.items():
+        if getattr(opt, key, None) is None:
+            setattr(opt, key, default)
+    for key in ("cape_max_global_shift", "cape_max_local_shift"):
+        if getattr(opt, key) < 0:
+            raise ValueError(f"{key} must be >= 0, got {getattr(opt, key)}")
+    if opt.cape_max_global_scale < 1:
+        raise ValueError(f"cape_max_global_scale must be >= 1, got {opt.cape_max_global_scale}")
 
 
 def _check_perspe_options(opt):

@@ -21,8 +21,8 @@ from onmt_posenc import claims, curves
 from onmt_posenc import experiment as experiments
 from onmt_posenc.analysis import length_buckets, plots, position_ablation, shift_invariance, token_nll
 from onmt_posenc.analysis.swapped import WRONG_SEPARATORS_AT_MOST, results_by_set
-from onmt_posenc.runs import (FAILURE, RESULT, corpus_files, data_dir, is_stale, read_analysis, read_json, run_config,
-                              run_dir, run_fields, write_json, write_text_atomically)
+from onmt_posenc.runs import (FAILURE, RESULT, corpus_files, data_dir, is_stale, read_analysis, read_stored,
+                              run_config, run_dir, run_fields, write_json, write_text_atomically)
 
 
 def collect(experiment):
@@ -32,21 +32,35 @@ def collect(experiment):
     records = []
     for run in experiment.runs:
         directory = run_dir(experiment, run)
-        if (directory / RESULT).is_file():
-            record = read_json(directory / RESULT)
+        record, unreadable = None, None
+        for name in (RESULT, FAILURE):
+            if (directory / name).is_file():
+                record, unreadable = read_stored(directory / name)
+                break
+        if unreadable:
+            record = {"status": "failed", "error": f"{unreadable}; `onmt-posenc run` does this run again"}
+        elif record is None:
+            record = {"status": "missing"}
+        elif record["status"] == "finished":
             setting = experiment.data[run.data]
             config = run_config(run, setting, corpus_files(setting, data_dir(experiment, run.data)), directory)
             if is_stale(record, config):
                 record.update(status="stale", error=f"stale: {directory} holds this run with settings other than "
                                                     f"{experiment.path} makes now; remove that folder and run again")
-        elif (directory / FAILURE).is_file():
-            record = read_json(directory / FAILURE)
-        else:
-            record = {"id": run.id, "status": "missing"}
+            _drop_unreadable_analyses(record, directory)
         record.update(run_fields(run))
         record["dir"] = str(directory)
         records.append(record)
     return records
+
+
+def _drop_unreadable_analyses(record, directory):
+    """An analysis file that cannot be read leaves the tables, with a note in the Runs table."""
+    for name, path in list(record.get("analyses", {}).items()):
+        _, unreadable = read_stored(directory / path)
+        if unreadable:
+            del record["analyses"][name]
+            record.setdefault("analysis_errors", {})[name] = unreadable
 
 
 def first_seed_runs(records, data):

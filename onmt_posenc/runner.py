@@ -33,7 +33,7 @@ from onmt_posenc import experiment as experiments
 from onmt_posenc import curves, interpolate, report, stock
 from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
-from onmt_posenc.runs import (FAILURE, RESULT, data_dir, is_stale, longest_training_source, prepare_data, read_json,
+from onmt_posenc.runs import (FAILURE, RESULT, data_dir, is_stale, longest_training_source, prepare_data, read_stored,
                               run_config, run_dir, run_fields, settings_of, write_json, write_text_atomically)
 
 # Analyses of one model, run right after its evaluation; the report puts them side by side.
@@ -322,8 +322,11 @@ def execute_run(experiment, run, files, progress):
     stopped; returns its record (finished or failed)."""
     directory = run_dir(experiment, run)
     config = run_config(run, experiment.data[run.data], files, directory)
-    if (directory / RESULT).is_file():
-        result = read_json(directory / RESULT)
+    result, unreadable = read_stored(directory / RESULT) if (directory / RESULT).is_file() else (None, None)
+    if unreadable:
+        progress.say(f"{unreadable}; the run is done again from its newest checkpoint")
+        (directory / RESULT).unlink()
+    if result is not None:
         if is_stale(result, config):
             return {"id": run.id, "status": "failed",
                     "error": f"{directory} holds a finished run with another config; remove that "
@@ -364,7 +367,7 @@ def run_all(experiment, runs, stream=None):
             record = {"id": run.id, "status": "failed", "error": f"data: {error}", "log": None}
         progress.end_run(record["status"])
         if record["status"] == "failed":
-            where = f"; log: {record['log']}" if record.get("log") else ""
+            where = f"; log: {record['log']}" if record.get("log") and str(record["log"]) not in record["error"] else ""
             progress.say(f"FAILED: {record['error']}{where}")
         records.append(record)
     return records
@@ -392,6 +395,7 @@ def main(args):
     try:
         experiment = experiments.from_arguments(args)
         shard = experiments.parse_shard(args.shard) if args.shard else None
+        experiments.check_options(experiment)  # every run, before the first one trains
     except experiments.ExperimentError as error:
         print(f"onmt-posenc run: error: {error}", file=sys.stderr)
         return 2
@@ -413,7 +417,8 @@ def main(args):
     print(f"{len(records) - len(failed)} run(s) finished, {len(failed)} failed, "
           f"in {Progress.clock(time.time() - started)}", file=sys.stderr)
     for record in failed:
-        print(f"  FAILED {record['id']}: {record['error']} (log: {record.get('log')})", file=sys.stderr)
+        where = f" (log: {record['log']})" if record.get("log") and str(record["log"]) not in record["error"] else ""
+        print(f"  FAILED {record['id']}: {record['error']}{where}", file=sys.stderr)
     if shard:
         name = f"shard-{shard[0]}-of-{shard[1]}.json"
         write_json(experiment.output / name, [{k: r.get(k) for k in ("id", "status", "error", "log")}

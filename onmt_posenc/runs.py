@@ -37,6 +37,15 @@ def read_json(path):
         return json.load(f)
 
 
+def read_stored(path):
+    """A stored result (result.json, failure.json, an analysis): its value, or None and
+    why it cannot be read (a write cut short, an edit gone wrong)."""
+    try:
+        return read_json(path), None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        return None, f"{path} cannot be read ({type(error).__name__}: {error})"
+
+
 def read_analysis(record, name):
     """An analysis a run stored (record: its result, with the `dir` the report adds)."""
     return read_json(Path(record["dir"]) / record["analyses"][name])

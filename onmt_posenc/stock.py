@@ -4,6 +4,7 @@ onmt_average_models, onmt_translate) as subprocesses, each with its own log.
 They are run exactly as a user would run them, so the extension reaches them
 through its start-up hook, not through anything done here.
 """
+import re
 import shutil
 import subprocess
 import sys
@@ -12,8 +13,23 @@ from pathlib import Path
 
 class StockCommandError(RuntimeError):
     def __init__(self, name, returncode, log_path):
-        super().__init__(f"{name} exited with status {returncode}; see {log_path}")
+        last = last_error_line(log_path)
+        super().__init__(f"{name} exited with status {returncode}" + (f": {last}" if last else "")
+                         + f"; see {log_path}")
         self.log_path = log_path
+
+
+def last_error_line(log_path):
+    """The line of a failed command's log that says why: the last one naming an error,
+    else the last line; without OpenNMT-py's logging prefix."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip() and not line.startswith("$ ")]
+    except OSError:
+        return None
+    errors = [line for line in lines if re.search(r"(Error|Exception)\b|error:", line)]
+    line = (errors or lines or [None])[-1]
+    return re.sub(r"^\[[\d\- :,]+ \w+\] ", "", line) if line else None
 
 
 def command_path(name):

@@ -90,38 +90,40 @@ def test_offset_zero_reproduces_the_model(trained):
     assert torch.equal(plain, shifted)
 
 
-def test_swapped_command_scores_the_first_sentence_in_both_orders(trained):
-    """Test sentences joined in pairs: the command moves X1 to the end, translates both
-    versions, and scores X1's translation (first segment, then last) against Y1."""
+def test_swapped_command_on_a_model_without_separators_says_it_does_not_apply(trained):
+    """The tiny test model was never trained on joined sentences: its translations carry no
+    <sep>, so X1's translation cannot be found. The command says so, with the share of
+    lines, and does not translate the swapped source."""
     src_lines, tgt_lines = read_lines(trained["src"]), read_lines(trained["tgt"])
     src, tgt = trained["dir"] / "pairs.src", trained["dir"] / "pairs.tgt"
     write_lines(src, join_lines(src_lines, 2, "<sep>"))
     write_lines(tgt, join_lines(tgt_lines, 2, "<sep>"))
     out = trained["dir"] / "swapped2"
-    run([command("onmt-posenc"), "swapped", "--model", trained["ape"], "--src", src, "--tgt", tgt,
-         "--workdir", out, "--translate-config", trained["translate_config"], "--json", out / "result.json"])
-    result = json.loads((out / "result.json").read_text())
-    pairs = zip(src_lines[::2], src_lines[1::2], strict=True)
-    assert read_lines(out / "swapped.src") == [" ".join(f"{x2} <sep> {x1}".split()) for x1, x2 in pairs]
-
-    def segments(path, which):
-        return [line.split("<sep>")[which].strip() for line in read_lines(path)]
-
-    first_refs = segments(tgt, 0)
-    assert result["original"] == pytest.approx(corpus_bleu(segments(out / "original.hyp", 0), first_refs).score)
-    assert result["swapped"] == pytest.approx(corpus_bleu(segments(out / "swapped.hyp", -1), first_refs).score)
-    assert result["drop"] == pytest.approx(result["original"] - result["swapped"])
+    result = run([command("onmt-posenc"), "swapped", "--model", trained["ape"], "--src", src, "--tgt", tgt,
+                  "--workdir", out, "--translate-config", trained["translate_config"], "--json", out / "result.json"])
+    stored = json.loads((out / "result.json").read_text())
+    share = swapped.wrong_separator_share(read_lines(out / "original.hyp"), read_lines(tgt))
+    assert share > swapped.WRONG_SEPARATORS_AT_MOST
+    assert stored == {"applicable": False, "wrong_separators": share, "examples": len(read_lines(tgt)),
+                      "why": stored["why"]}
+    assert f"not applicable: the model does not produce <sep> ({share:.0%} of its Original" in result.stdout
+    assert not (out / "swapped.hyp").exists()
 
 
-def test_swapped_moves_the_first_sentence(trained):
+def test_swapped_scores_the_first_sentence_where_it_stands_and_at_the_end(trained):
+    """X1's translation is the first segment of the Original and the last of the Swapped."""
     assert swapped.swap_first_to_end("a b <sep> c <sep> d e") == "c <sep> d e <sep> a b"
-    src, tgt = trained["dir"] / "joined.src", trained["dir"] / "joined.tgt"
-    write_lines(src, join_lines(read_lines(trained["src"]), 2, "<sep>"))
-    write_lines(tgt, join_lines(read_lines(trained["tgt"]), 2, "<sep>"))
+    refs = join_lines(read_lines(trained["tgt"]), 2, "<sep>")
     # A perfect "model" (the references themselves) keeps X1 intact in both orders.
-    scores = swapped.first_sentence_scores(read_lines(tgt), [swapped.swap_first_to_end(t) for t in read_lines(tgt)],
-                                           read_lines(tgt))
+    scores = swapped.first_sentence_scores(refs, [swapped.swap_first_to_end(t) for t in refs], refs)
     assert scores["original"] == pytest.approx(100) and scores["swapped"] == pytest.approx(100)
+    # One that loses X1's last word once it stands at the end
+    moved = [" ".join(swapped.swap_first_to_end(t).split()[:-1]) for t in refs]
+    scores = swapped.first_sentence_scores(refs, moved, refs)
+    first_refs = [t.split(" <sep> ")[0] for t in refs]
+    expected = corpus_bleu([" ".join(r.split()[:-1]) for r in first_refs], first_refs).score
+    assert scores["swapped"] == pytest.approx(expected) and scores["drop"] == pytest.approx(100 - expected)
+    assert scores["applicable"] and scores["wrong_separators"] == 0
 
 
 def test_length_buckets_command(trained):
@@ -210,3 +212,16 @@ def test_ablation_leaves_the_model_as_it_was(trained):
     before = [models.position_module(loaded.model, side) for side in ("src", "tgt")]
     position_ablation.ablate(loaded, models.read_lines(trained["src"], 3), models.read_lines(trained["tgt"], 3))
     assert [models.position_module(loaded.model, side) for side in ("src", "tgt")] == before
+
+
+def test_swapped_training_examples_are_the_joined_lines_of_the_corpus_as_trained_on(tmp_path):
+    """From the runner's sample/ (tokenized, BPE with joiner marks): the joined examples
+    only, the first N, references detokenized sentence by sentence around the separators."""
+    src, tgt = tmp_path / "train.sample.src", tmp_path / "train.sample.tgt"
+    write_lines(src, ["a single one", "x1 <sep> x2", "y1 <sep> y2", "z1 <sep> z2"])
+    write_lines(tgt, ["ein ￭zelner", "Ei￭ ne Katze <sep> Hallo ￭!", "b1 <sep> b2", "c1 <sep> c2"])
+    out_src, out_ref = swapped.training_examples(src, tgt, 2, tmp_path / "out")
+    assert read_lines(out_src) == ["x1 <sep> x2", "y1 <sep> y2"]
+    assert read_lines(out_ref) == ["Eine Katze <sep> Hallo!", "b1 <sep> b2"]
+    write_lines(tgt, ["a", "b", "c", "d"])
+    assert swapped.training_examples(src, tgt, 2, tmp_path / "none") is None

@@ -403,7 +403,7 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     output, _ = demo
     mapping = yaml.safe_load(DEMO.read_text())
     mapping["recipe"] = str(DEMO.parent / mapping["recipe"])
-    mapping["methods"]["broken"] = {"max_relative_positions": 16}  # with APE on: onmt_train refuses it
+    mapping["methods"]["broken"] = {"heads": 3}  # passes the option checks; building a d=64 model fails
     mapping["grid"]["method"] = ["ape", "broken"]
     path = write_yaml(tmp_path / "demo_broken.yaml", mapping)
     args = [command("onmt-posenc"), "run", path, "--output", output, *overrides(SCALED_DOWN)]
@@ -412,8 +412,10 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     second = run([*args, "--shard", "2/2"], cwd=REPO, expect_ok=False, timeout=LONG)
     assert second.returncode == 1
     log = output / "synthetic" / "broken" / "seed1" / "logs" / "train.log"
-    assert f"FAILED synthetic/broken/seed1: onmt_train exited with status 1; see {log}" in second.stderr
-    assert "Cannot use absolute and relative position encoding" in log.read_text()
+    why = "AssertionError: Model dimension must be divisible by the number of heads"
+    assert f"FAILED synthetic/broken/seed1: onmt_train exited with status 1: {why}; see {log}\n" in second.stderr
+    assert second.stderr.count(str(log)) == 2  # the run's FAILED line and the summary's, once each
+    assert why in log.read_text()
     shard_results = json.loads((output / "shard-2-of-2.json").read_text())
     assert shard_results[0]["status"] == "failed" and shard_results[0]["log"] == str(log)
 
@@ -474,3 +476,62 @@ def test_report_marks_results_made_with_other_settings_as_stale(demo, tmp_path):
     assert "| synthetic | EXTRAPOLATE | shape | 0 | – |" in report  # no seed of it in the BLEU table
     rows = list(csv.DictReader(open(copy / "results.csv", encoding="utf-8")))
     assert [r["status"] for r in rows] == ["finished", "stale", "finished"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ("methods.shape.shape_max_shif=3", "methods.shape.shape_max_shif: unknown option; did you mean 'shape_max_shift'?"),
+    ("methods.shape.shape_max_shift=-3", "methods.shape.shape_max_shift: must be >= 0, got -3"),
+    ("methods.shape.shape_max_shift=abc", "methods.shape.shape_max_shift: invalid int value: 'abc'"),
+    ("methods.shape.shape_max_shift=1.5", "methods.shape.shape_max_shift: invalid int value: '1.5'"),
+    ("methods.shape.shape_max_shift=true", "methods.shape.shape_max_shift: invalid int value: 'True'"),
+    ("methods.shape.shape_max_shift=[1, 2]", "methods.shape.shape_max_shift: can't be set to a list"),
+    ("settings.enc_layers=two", "settings.enc_layers: invalid int value: 'two'"),
+    ("methods.rpe.relative_attention=musik", "methods.rpe.relative_attention: invalid choice: 'musik'"),
+])
+def test_every_runs_options_are_checked_before_the_first_run(tmp_path, change, message):
+    """A mistake in any method stops `onmt-posenc run` in one line naming the file and key,
+    before the first run (the demo's first method, APE, is fine) has started."""
+    output = tmp_path / "out"
+    result = run([command("onmt-posenc"), "run", DEMO, "--output", output, "--set", change], cwd=REPO,
+                 expect_ok=False)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"onmt-posenc run: error: {DEMO}: {message}")
+    assert not output.exists()
+
+
+def test_unreadable_results_are_named_and_the_run_done_again(demo, tmp_path):
+    """A result.json cut short is reported by file and run again (from its checkpoints,
+    without training); an analysis file that cannot be read is left out with a note."""
+    output, _ = demo
+    copy = tmp_path / "copy"
+    shutil.copytree(output, copy)
+    result = copy / "synthetic" / "rpe" / "seed1" / "result.json"
+    result.write_text(result.read_text()[:100])
+    broken_analysis = copy / "synthetic" / "ape" / "seed1" / "analyses" / "token_nll.json"
+    broken_analysis.write_text("{")
+    args = [command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)]
+    assert "Traceback" not in run(args, cwd=REPO).stderr
+    report = (copy / "report.md").read_text(encoding="utf-8")
+    assert f"| synthetic/rpe/seed1 | failed |" in report and f"{result} cannot be read (JSONDecodeError" in report
+    assert f"token_nll: {broken_analysis} cannot be read (JSONDecodeError" in report
+
+    again = run([command("onmt-posenc"), "run", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO,
+                timeout=LONG)
+    assert f"{result} cannot be read (JSONDecodeError" in again.stderr
+    assert "[3/3 synthetic/rpe/seed1] train" not in again.stderr  # its last checkpoint is complete
+    assert json.loads(result.read_text())["status"] == "finished"
+
+
+def test_broken_set_value_and_writing_over_an_input_stop_in_one_line(tmp_path):
+    result = run([command("onmt-posenc"), "run", DEMO, "--set", "settings.dropout=[0.1"], cwd=REPO, expect_ok=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"onmt-posenc run: error: {DEMO}: --set settings.dropout=[0.1: the value is "
+                                     "not valid YAML (while parsing a flow sequence)")
+    lines = tmp_path / "lines.txt"
+    write_lines(lines, ["a", "b"])
+    for args in (["join", lines, lines, "-n", "2"], ["split", lines, lines, "--source", tmp_path / "other.txt"]):
+        result = run([command("onmt-posenc"), "interpolate", *args], expect_ok=False)
+        assert result.returncode == 2 and read_lines(lines) == ["a", "b"]
+        assert result.stderr.strip() == (f"onmt-posenc interpolate: error: the output {lines} is the input {lines}; "
+                                         "name another output file")
