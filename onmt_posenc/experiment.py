@@ -426,12 +426,14 @@ def folder_data(folder, interpolate=None, path=None):
             "eval": {"valid": valid, "test": test, "concat": {**test, "join": interpolate or 2}}}
 
 
-def add_arguments(parser):
-    """The arguments that name an experiment, shared by `run` and `report`."""
+def add_arguments(parser, reporting=False):
+    """The arguments that name an experiment, shared by `run` and `report` (`reporting`)."""
     parser.add_argument("experiment", help="the experiment YAML (see onmt_posenc/experiment.py)")
     parser.add_argument("--data", metavar="FOLDER",
-                        help="run on this folder's files instead of the file's data: OpenNMT-py's layout "
-                             f"({', '.join(FOLDER_FILES)}); default output runs/<name>-<folder name>")
+                        help=("the folder given to `onmt-posenc run --data`, to report the runs made on it"
+                              if reporting else "run on this folder's files instead of the file's data") +
+                             f": OpenNMT-py's layout ({', '.join(FOLDER_FILES)}); default output "
+                             "runs/<name>-<folder name>")
     parser.add_argument("--output", help="output folder (default: the file's `output`, else runs/<name>)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                         help="override a key of the experiment file, e.g. --set settings.train_steps=100")

@@ -457,7 +457,7 @@ def write(experiment):
 
 def add_arguments(parser):
     """The arguments given to `onmt-posenc run`, to find the same runs."""
-    experiments.add_arguments(parser)
+    experiments.add_arguments(parser, reporting=True)
 
 
 def main(args):

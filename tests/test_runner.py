@@ -270,6 +270,7 @@ def demo(tmp_path_factory):
 def test_demo_end_to_end(demo):
     output, result = demo
     assert "[1/3 synthetic/ape/seed1] train step 16/16" in result.stderr  # progress
+    assert "[1/3 synthetic/ape/seed1] train step 4/16" in result.stderr  # from OpenNMT-py's padded "Step  4/   16"
     assert "ETA" in result.stderr
     report = (output / "report.md").read_text(encoding="utf-8")
     headings = ["## The SHAPE paper's claims in this batch", "## BLEU and relative training speed",
@@ -535,3 +536,8 @@ def test_broken_set_value_and_writing_over_an_input_stop_in_one_line(tmp_path):
         assert result.returncode == 2 and read_lines(lines) == ["a", "b"]
         assert result.stderr.strip() == (f"onmt-posenc interpolate: error: the output {lines} is the input {lines}; "
                                          "name another output file")
+
+
+def test_report_help_says_what_data_means_for_a_report():
+    text = " ".join(run([command("onmt-posenc"), "report", "--help"]).stdout.split())
+    assert "the folder given to `onmt-posenc run --data`, to report the runs made on it" in text
