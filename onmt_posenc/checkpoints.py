@@ -9,8 +9,10 @@ constructed: the restricted unpickler stops before calling it.
 """
 import argparse
 import functools
+import os
 import pickle
 import re
+import zipfile
 
 import torch
 
@@ -23,12 +25,18 @@ class UnsafeCheckpointError(pickle.UnpicklingError):
     pass
 
 
+class CheckpointError(ValueError):
+    """A file that does not load as a checkpoint (cut short, or something else)."""
+
+
 def _describe(source):
     return source if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else "checkpoint"
 
 
 def safe_load(original_load):
     """Wrap torch.load: weights-only unpickling with the OpenNMT-py allow-list."""
+    if getattr(original_load, "onmt_posenc_safe", False):  # wrapped already (by the plugin)
+        return original_load
 
     @functools.wraps(original_load)
     def load(f, *args, **kwargs):
@@ -38,15 +46,42 @@ def safe_load(original_load):
                 return original_load(f, *args, **kwargs)
         except pickle.UnpicklingError as error:
             found = re.search(r"GLOBAL ([\w.]+)", str(error))
-            culprit = found.group(1) if found else "object outside the allow-list"
+            if not found:  # not a pickle of objects at all (a text file, say): not refused, unreadable
+                raise CheckpointError(not_complete(_describe(f), error)) from None
             raise UnsafeCheckpointError(
-                f"Refusing to load {_describe(f)}: it holds a pickled {culprit}, which is not "
+                f"Refusing to load {_describe(f)}: it holds a pickled {found.group(1)}, which is not "
                 f"part of an OpenNMT-py checkpoint. Nothing from it was run. Only tensors, plain "
                 f"containers and argparse.Namespace are allowed."
             ) from None
+        except (RuntimeError, EOFError) as error:
+            # torch's errors for a cut zip archive or an empty file do not name the file;
+            # with several models (averaging, ensembles) that matters. Other RuntimeErrors
+            # (a CUDA map_location on a CPU machine) are not about the file.
+            if isinstance(error, RuntimeError) and "PytorchStreamReader" not in str(error):
+                raise
+            raise CheckpointError(not_complete(_describe(f), error)) from None
 
     load.onmt_posenc_safe = True
     return load
+
+
+def not_complete(path, error):
+    """The one line for a file that does not load, with torch's reason: its first sentence."""
+    reason = re.split(r"\.\s", str(error).strip(), maxsplit=1)[0].rstrip(".") or "the file ends too early"
+    if reason.startswith("Weights only load failed"):  # torch's preamble; the cause is further down
+        reason = "not a pickle of tensors"
+    return f"{path} is not a complete checkpoint ({reason})"
+
+
+def check_complete(path):
+    """Raise CheckpointError (UnsafeCheckpointError) unless `path` loads as an OpenNMT-py
+    checkpoint. Cheap for the zip archives that torch.save writes: the tensors are
+    memory-mapped, not read; only the pickled structure is."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path} does not exist")
+    checkpoint = safe_load(torch.load)(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
+    if not (isinstance(checkpoint, dict) and {"model", "opt"} <= set(checkpoint)):
+        raise CheckpointError(f"{path} is not a complete checkpoint (no model or no options in it)")
 
 
 def is_complete(path):

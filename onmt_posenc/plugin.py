@@ -5,6 +5,9 @@ Every hook below names the OpenNMT-py 3.5.1 function it wraps; when OpenNMT-py
 changes, this file is where it breaks.
 """
 import functools
+import re
+import sys
+from pathlib import Path
 
 import torch
 
@@ -31,6 +34,8 @@ def activate():
     _carry_target_phrases()
     _load_checkpoints_safely()
     _check_before_starting()
+    _no_empty_translation_on_failure()
+    _errors_in_one_line()
 
 
 def _register_transforms():
@@ -157,6 +162,9 @@ def _reject_unknown_config_keys():
         # Without this, argparse maps a config key that is a prefix of an option
         # (`shape_max_shif`) onto that option.
         self.allow_abbrev = False
+        # For `error` below, which argparse calls without them.
+        given = kwargs.get("args", args[0] if args else None)
+        self.onmt_posenc_argv = list(sys.argv[1:] if given is None else given)
         namespace, extra = stock_parse_known_args(self, *args, **kwargs)
         try:
             strict_config.check_no_unknown_keys(extra, getattr(namespace, "config", None))
@@ -165,6 +173,31 @@ def _reject_unknown_config_keys():
         return namespace, extra
 
     ArgumentParser.parse_known_args = parse_known_args
+
+    def error(self, message):
+        """argparse prints its whole usage (200 lines for onmt_train) before the message:
+        give the message alone, with where the option was set."""
+        argv = getattr(self, "onmt_posenc_argv", sys.argv[1:])
+        named = re.match(r"argument -+(\w+)", message)
+        where = ""
+        if named:
+            where = f" (set in {strict_config.where_set(named.group(1), _config_path(argv), argv)})"
+        self.exit(2, f"{self.prog}: error: {message}{where}\n")
+
+    ArgumentParser.error = error
+
+
+def _config_path(argv):
+    """The -config argument among a command's arguments (the parse failed: no namespace)."""
+    for i, token in enumerate(argv):
+        if token in ("-config", "--config") and i + 1 < len(argv):
+            path = argv[i + 1]
+        elif re.match(r"--?config=", token):
+            path = token.split("=", 1)[1]
+        else:
+            continue
+        return path if Path(path).is_file() else None  # a missing config: argparse's error is about it
+    return None
 
 
 def _validate_options():
@@ -307,7 +340,7 @@ def _check_before_starting():
     @functools.wraps(stock_validate_train_opts)
     def validate_train_opts(cls, opt):
         stock_validate_train_opts(cls, opt)
-        preflight.exit_on_error(preflight.check_training, opt, torch.cuda.device_count())
+        preflight.exit_on_error(preflight.check_training, opt, torch.cuda.device_count(), sys.argv[1:])
 
     ArgumentParser.validate_train_opts = validate_train_opts
 
@@ -316,7 +349,62 @@ def _check_before_starting():
     @classmethod
     @functools.wraps(stock_validate_data)
     def _validate_data(cls, opt):
-        preflight.exit_on_error(preflight.check_corpora, opt.data)
+        preflight.exit_on_error(preflight.check_corpora, opt.data, opt)
         stock_validate_data(cls, opt)
 
     ArgumentParser._validate_data = _validate_data
+
+    # onmt_translate calls it first, before it opens -output and loads the models.
+    stock_validate_translate_opts = ArgumentParser.validate_translate_opts.__func__
+
+    @classmethod
+    @functools.wraps(stock_validate_translate_opts)
+    def validate_translate_opts(cls, opt):
+        stock_validate_translate_opts(cls, opt)
+        preflight.exit_on_error(preflight.check_translation, opt, torch.cuda.device_count())
+
+    ArgumentParser.validate_translate_opts = validate_translate_opts
+
+
+def _no_empty_translation_on_failure():
+    """`build_translator` (onmt_translate, through InferenceEnginePY) creates -output
+    before it loads the models: a model that fails to load (one that passed the cheap
+    check, see preflight.check_translation) would leave an empty file that looks like
+    a translation of nothing."""
+    import os
+
+    from onmt.translate import translator
+
+    stock_build_translator = translator.build_translator
+
+    @functools.wraps(stock_build_translator)
+    def build_translator(opt, *args, **kwargs):
+        created = kwargs.get("out_file") is None and not os.path.exists(opt.output)
+        try:
+            return stock_build_translator(opt, *args, **kwargs)
+        except BaseException:
+            if created and os.path.isfile(opt.output) and os.path.getsize(opt.output) == 0:
+                os.remove(opt.output)
+            raise
+
+    translator.build_translator = build_translator
+
+
+def _errors_in_one_line():
+    """The project's own errors say what is wrong, and where, in one line; raised inside
+    a stock command (onmt_average_models and onmt_release_model load checkpoints with no
+    check before), they reach the top uncaught, and the traceback above them is noise.
+    Only the main thread of a command, and only these errors (status 1)."""
+    from onmt_posenc.transforms.concat_pairs import ConcatPairsError
+    from onmt_posenc.transforms.phrase_boundaries import PhraseFileError
+
+    one_line = (checkpoints.CheckpointError, checkpoints.UnsafeCheckpointError, ConcatPairsError, PhraseFileError)
+    stock_excepthook = sys.excepthook
+
+    def excepthook(kind, error, traceback):
+        if issubclass(kind, one_line):
+            print(f"{Path(sys.argv[0]).name}: error: {error}", file=sys.stderr)
+        else:
+            stock_excepthook(kind, error, traceback)
+
+    sys.excepthook = excepthook

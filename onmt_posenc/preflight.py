@@ -1,15 +1,24 @@
-"""Checks that stop onmt_train and onmt_build_vocab early, in one line, when what a
-config asks for is not on this machine: a corpus file, a vocabulary, GPUs.
+"""Checks that stop onmt_train, onmt_build_vocab and onmt_translate early, in one line,
+when what a config asks for is not on this machine (a corpus file, a vocabulary, GPUs,
+a complete checkpoint) or cannot be read (bad values, corpora that are not UTF-8, empty
+or of unequal line counts).
 
 OpenNMT-py checks the corpus files inside each training process, so a recipe for 8
 GPUs run where the data or the GPUs are missing spawns 8 workers that fail one by
 one in tracebacks. plugin.py runs these checks in the parent, before any worker.
 """
+import codecs
+import copy
+import functools
+import multiprocessing
 import os
+import re
 import sys
 from pathlib import Path
 
 import yaml
+
+from onmt_posenc import checkpoints, strict_config
 
 # The corpus keys that name a file OpenNMT-py (or our tgt_phrases transform) reads.
 PATH_KEYS = ("path_src", "path_tgt", "path_txt", "path_align", "path_tgt_phrases")
@@ -42,9 +51,11 @@ def making_command(key, path, corpus):
     return None
 
 
-def check_corpora(data):
-    """Every file the `data` corpora name exists. `data` is the YAML text or the
-    mapping (OpenNMT-py replaces the text by the mapping when it validates it)."""
+def check_corpora(data, opt=None):
+    """Every file the `data` corpora name exists, and (with `opt`, the command's
+    options) is UTF-8 text, not empty, with as many source as target lines. `data`
+    is the YAML text or the mapping (OpenNMT-py replaces the text by the mapping
+    when it validates it)."""
     corpora = yaml.safe_load(data) if isinstance(data, str) else data
     for name, corpus in (corpora or {}).items():
         for key in PATH_KEYS:
@@ -55,6 +66,95 @@ def check_corpora(data):
             # Relative paths are the usual surprise: say where they were looked for.
             how = f"make it with: {command}" if command else f"paths are relative to {os.getcwd()}"
             raise PreflightError(f"corpus '{name}': {key} {path} does not exist; {how}")
+    # A spawned training process: its parent has read the files already (see the cost in scan_text).
+    if opt is None or multiprocessing.parent_process() is not None:
+        return
+    for name, corpus in (corpora or {}).items():
+        check_corpus_text(name, corpus)
+        transforms = corpus.get("transforms")
+        if transforms is None:  # as OpenNMT-py: the default transforms
+            transforms = getattr(opt, "transforms", None) or []
+        if "concat_pairs" in transforms:
+            check_concat_pairs(name, corpus, getattr(opt, "concat_sep", None))
+
+
+def check_corpus_text(name, corpus):
+    """OpenNMT-py reads corpora as UTF-8 (a bad byte ends it in a traceback, from a
+    data worker), counts no lines (an empty corpus gives an empty vocabulary, then an
+    IndexError in training) and pairs lines silently (a shorter target drops the rest
+    of the source)."""
+    counts = {}
+    for key in ("path_src", "path_tgt"):
+        path = corpus.get(key)
+        if path is None:
+            continue
+        lines, bad_line, reason = scan_text(path)
+        if bad_line is not None:
+            raise PreflightError(f"corpus '{name}': {path}:{bad_line}: not UTF-8 text ({reason})")
+        if lines == 0:
+            raise PreflightError(f"corpus '{name}': {key} {path} is empty")
+        counts[key] = (path, lines)
+    if len(counts) == 2 and counts["path_src"][1] != counts["path_tgt"][1]:
+        (src, n_src), (tgt, n_tgt) = counts["path_src"], counts["path_tgt"]
+        longer = src if n_src > n_tgt else tgt
+        # concat_pairs' wording (onmt_posenc/transforms/concat_pairs.py), for every corpus
+        raise PreflightError(f"corpus '{name}': {src} has {n_src} lines but {tgt} has {n_tgt}; "
+                             f"{longer}:{min(n_src, n_tgt) + 1} has no partner line")
+
+
+def check_concat_pairs(name, corpus, sep):
+    """INTERPOLATE's own checks (a line holding the separator) in the parent process.
+    The index is cached per process, so the transform reuses it where it runs here."""
+    from onmt_posenc.interpolate import DEFAULT_SEP
+    from onmt_posenc.transforms import concat_pairs
+
+    try:
+        concat_pairs.corpus_lines(name, corpus["path_src"], corpus["path_tgt"], sep or DEFAULT_SEP)
+    except concat_pairs.ConcatPairsError as error:
+        raise PreflightError(str(error)) from None
+
+
+# Bytes read at a time: whole lines are decoded together, so a character is never cut.
+BLOCK = 1 << 20
+
+
+def scan_text(path):
+    """(lines, first non-UTF-8 line or None, why) of a text file.
+
+    Cost: one read of the whole file in 1 MiB blocks, counting newlines and decoding
+    each block in C (about a second per GB), in each command that checks corpora;
+    cached per process for an unchanged file (onmt_train checks before and inside
+    its training process)."""
+    stat = os.stat(path)
+    return _scan_text(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=None)
+def _scan_text(path, size, mtime):
+    lines, rest = 0, b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(BLOCK)
+            data = rest + block
+            # all complete lines, or everything at the end of the file
+            cut = data.rfind(b"\n") + 1 if block else len(data)
+            chunk, rest = data[:cut], data[cut:]
+            try:
+                codecs.decode(chunk, "utf-8")
+            except UnicodeDecodeError as error:
+                line = lines + chunk.count(b"\n", 0, error.start) + 1
+                return lines, line, f"byte {chunk[error.start]:#04x}: {error.reason}"
+            lines += chunk.count(b"\n")
+            if not block:
+                # the last line without a newline is a line too, as `for line in f` reads it
+                return lines + (1 if chunk and not chunk.endswith(b"\n") else 0), None, None
+
+
+def check_text_file(path):
+    """A file read as UTF-8 lines by an onmt-posenc command: name the first bad line."""
+    _, bad_line, reason = scan_text(path)
+    if bad_line is not None:
+        raise PreflightError(f"{path}:{bad_line}: not UTF-8 text ({reason})")
 
 
 def check_vocabularies(opt):
@@ -83,8 +183,59 @@ def check_gpus(world_size, gpu_ranks, found):
     )
 
 
-def check_training(opt, gpus_found):
-    """All of the above for onmt_train, data first (it is needed wherever it trains)."""
-    check_corpora(opt.data)
+def check_model_options(opt, argv=None):
+    """The extension's model options (options.py) as onmt_train will resolve them, on a
+    copy, naming where the option at fault was set: options.py's messages start with it."""
+    from onmt_posenc import options
+
+    try:
+        options.resolve_position_options(copy.copy(opt))
+        options.resolve_attention_options(copy.copy(opt))
+    except ValueError as error:
+        raise PreflightError(f"{error}{where(str(error), opt, argv)}") from None
+
+
+def where(message, opt, argv=None):
+    """' (set in FILE:LINE)' for the first option that `message` names and that the
+    config or the command line sets; '' if none."""
+    for word in re.findall(r"[a-z]\w*", message):
+        if not hasattr(opt, word):
+            continue
+        place = strict_config.where_set(word, getattr(opt, "config", None), argv)
+        if place != "the command line" or strict_config.on_command_line(word, argv):
+            return f" (set in {place})"
+    return ""
+
+
+def check_checkpoint(path, option):
+    """`path` (the value of `option`) loads as a checkpoint; a file cut short by a killed
+    save, or another file, is named in one line (torch's own error does not name it)."""
+    try:
+        checkpoints.check_complete(path)
+    except checkpoints.UnsafeCheckpointError as error:
+        raise PreflightError(str(error)) from None
+    except checkpoints.CheckpointError as error:
+        raise PreflightError(f"{option} {error}") from None
+
+
+def check_training(opt, gpus_found, argv=None):
+    """All of the above for onmt_train: options first (wrong wherever it trains), then data."""
+    check_model_options(opt, argv)
+    check_corpora(opt.data, opt)
     check_vocabularies(opt)
+    if opt.train_from:
+        check_checkpoint(opt.train_from, "train_from")
     check_gpus(opt.world_size, opt.gpu_ranks, gpus_found)
+
+
+def check_translation(opt, gpus_found):
+    """onmt_translate opens its output file before it loads the models: check them (and
+    the GPU) first, so that a failure leaves no empty output behind."""
+    for path in opt.models:
+        check_checkpoint(path, "model")
+    if getattr(opt, "src", None) and os.path.isfile(opt.src):
+        check_text_file(opt.src)
+    if opt.gpu >= gpus_found:  # -gpu -1 (the default) is the CPU
+        override = "`-gpu -1` (translate on the CPU)" if gpus_found == 0 else "`-gpu 0`"
+        raise PreflightError(f"gpu {opt.gpu} asks for GPU {opt.gpu}, {gpus_found} found; "
+                             f"on this machine add {override}")

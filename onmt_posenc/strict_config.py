@@ -48,9 +48,15 @@ def unknown_keys(extra_args):
     return keys
 
 
-def where_set(key, config_path):
-    """'file:line' of a top-level YAML key (the including file wins), or 'the command line'."""
-    if config_path:
+def on_command_line(key, argv):
+    """Whether `argv` (the command's arguments) sets `-key`/`--key`."""
+    return any(re.fullmatch(rf"--?{re.escape(key)}(=.*)?", token) for token in argv or ())
+
+
+def where_set(key, config_path, argv=None):
+    """'file:line' of a top-level YAML key (the including file wins), or 'the command line'
+    (also where `argv` sets it: the command line overrides the config)."""
+    if config_path and not on_command_line(key, argv):
         pattern = re.compile(rf"^{re.escape(key)}\s*:")
         for path in reversed(config_chain(config_path)):
             with open(path, encoding="utf-8") as f:

@@ -1,0 +1,223 @@
+"""Bad values, bad corpora and bad checkpoints stop the real commands in one line that
+names the option, file and line at fault, with no traceback (onmt_posenc/preflight.py,
+plugin.py, checkpoints.py)."""
+import os
+import shutil
+
+import pytest
+import torch
+from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, tiny_transformer, train_tiny, write_yaml
+
+
+def one_line_error(result, status=None):
+    """The command failed with a single line on stderr and printed no traceback."""
+    assert result.returncode != 0 if status is None else result.returncode == status, result.stderr[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr[-3000:]
+    return lines[0]
+
+
+def line_of(path, key):
+    """The YAML line (1-based) that sets `key`."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith(f"{key}:"):
+            return number
+    raise AssertionError(f"{key} not in {path}")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """Vocabularies and one tiny model (2 steps) on the toy-ende excerpt, for the whole module."""
+    workdir = build_tiny_vocab(tmp_path_factory.mktemp("bad_input"))
+    train_tiny(workdir, "model", train_steps=2)
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def model(workdir):
+    return workdir / "model_step_2.pt"
+
+
+def config_with(workdir, name, corpus=None, **overrides):
+    """tiny_transformer's config, with the training corpus replaced by `corpus` (a dict)."""
+    config = tiny_transformer(workdir, train_steps=1, save_model=str(workdir / name), **overrides)
+    if corpus is not None:
+        config["data"]["corpus_1"] = corpus
+    return write_yaml(workdir / f"{name}.yaml", config)
+
+
+# 2. Bad values in configs and on the command line
+
+@pytest.mark.parametrize("values, key, message", [
+    ({"shape_max_shift": -3}, "shape_max_shift", "shape_max_shift must be >= 0, got -3"),
+    ({"shape_max_shift": 2, "shape_inference_offset": -1}, "shape_inference_offset",
+     "shape_inference_offset must be >= 0, got -1"),
+])
+def test_negative_value_in_the_config_names_its_file_and_line(workdir, values, key, message):
+    config = config_with(workdir, "negative", **values)
+    line = one_line_error(run([command("onmt_train"), "-config", config], expect_ok=False))
+    assert line == f"onmt_train: error: {message} (set in {config}:{line_of(config, key)})"
+
+
+def test_negative_value_on_the_command_line_says_so(workdir):
+    config = config_with(workdir, "plain")
+    result = run([command("onmt_train"), "-config", config, "-shape_max_shift", "-2"], expect_ok=False)
+    line = one_line_error(result)
+    assert line == "onmt_train: error: shape_max_shift must be >= 0, got -2 (set in the command line)"
+
+
+def test_wrong_type_in_the_config_names_its_file_and_line_without_the_usage(workdir):
+    config = config_with(workdir, "wrong_type", shape_max_shift="ten")
+    line = one_line_error(run([command("onmt_train"), "-config", config], expect_ok=False), status=2)
+    assert line == ("onmt_train: error: argument --shape_max_shift/-shape_max_shift: invalid int value: 'ten' "
+                    f"(set in {config}:{line_of(config, 'shape_max_shift')})")
+
+
+def test_wrong_type_on_the_command_line_without_the_usage(workdir):
+    config = config_with(workdir, "plain")
+    result = run([command("onmt_train"), "-config", config, "-shape_inference_offset", "1.5"], expect_ok=False)
+    assert one_line_error(result, status=2) == (
+        "onmt_train: error: argument --shape_inference_offset/-shape_inference_offset: "
+        "invalid int value: '1.5' (set in the command line)")
+
+
+# 3. Bad corpora
+
+COMMANDS = [["onmt_build_vocab", "-n_sample", "-1"], ["onmt_train"]]
+
+
+def corpus_command(args, config):
+    return [command(args[0]), "-config", config, *args[1:]]
+
+
+@pytest.mark.parametrize("args", COMMANDS)
+def test_corpus_that_is_not_utf8_names_the_file_and_line(workdir, args):
+    lines = (workdir / "train.src").read_bytes().split(b"\n")
+    lines[41] += " café".encode("latin-1")  # a Latin-1 file among UTF-8 ones
+    bad = workdir / "latin1.src"
+    bad.write_bytes(b"\n".join(lines))
+    config = config_with(workdir, "latin1", {"path_src": str(bad), "path_tgt": str(workdir / "train.tgt")})
+    line = one_line_error(run(corpus_command(args, config), expect_ok=False))
+    assert line == (f"{args[0]}: error: corpus 'corpus_1': {bad}:42: "
+                    "not UTF-8 text (byte 0xe9: invalid continuation byte)")
+
+
+@pytest.mark.parametrize("args", COMMANDS)
+def test_empty_corpus_is_an_error(workdir, args):
+    empty = workdir / "empty.txt"
+    empty.write_bytes(b"")
+    config = config_with(workdir, "empty", {"path_src": str(empty), "path_tgt": str(empty)})
+    line = one_line_error(run(corpus_command(args, config), expect_ok=False))
+    assert line == f"{args[0]}: error: corpus 'corpus_1': path_src {empty} is empty"
+
+
+@pytest.mark.parametrize("transforms", [[], ["concat_pairs"]], ids=["plain", "interpolate"])
+@pytest.mark.parametrize("args", COMMANDS)
+def test_source_and_target_of_different_lengths_name_both_files_and_counts(workdir, args, transforms):
+    src = workdir / "train.src"
+    short = head(TOY_ENDE / "tgt-train.txt", workdir / "short.tgt", 1999)
+    config = config_with(workdir, "short", {"path_src": str(src), "path_tgt": str(short), "transforms": transforms})
+    line = one_line_error(run(corpus_command(args, config), expect_ok=False))
+    assert line == (f"{args[0]}: error: corpus 'corpus_1': {src} has 2000 lines but {short} has 1999; "
+                    f"{src}:2000 has no partner line")
+
+
+@pytest.mark.parametrize("args", COMMANDS)
+def test_separator_in_a_line_under_interpolate_comes_alone(workdir, args):
+    lines = (workdir / "train.src").read_text(encoding="utf-8").split("\n")
+    lines[9] += " <sep>"
+    bad = workdir / "sep.src"
+    bad.write_text("\n".join(lines), encoding="utf-8")
+    config = config_with(workdir, "sep", {"path_src": str(bad), "path_tgt": str(workdir / "train.tgt"),
+                                          "transforms": ["concat_pairs"]})
+    line = one_line_error(run(corpus_command(args, config), expect_ok=False))
+    assert line == (f"{args[0]}: error: {bad}:10: the line already contains the concat_pairs separator '<sep>'; "
+                    "remove it or choose another concat_sep")
+
+
+def test_onmt_posenc_interpolate_names_the_line_that_is_not_utf8(workdir):
+    bad = workdir / "latin1.test"
+    bad.write_bytes("ein Satz\nnoch ein Satz\nStraße\n".encode("latin-1"))
+    result = run([command("onmt-posenc"), "interpolate", "join", "-n", "2", bad, workdir / "joined"], expect_ok=False)
+    line = one_line_error(result)
+    assert line == f"onmt-posenc interpolate: error: {bad}:3: not UTF-8 text (byte 0xdf: invalid continuation byte)"
+
+
+# 4. Bad checkpoints
+
+@pytest.fixture(scope="module")
+def bad_checkpoints(workdir, model):
+    """A checkpoint cut short (as by a killed save) and a file that is no checkpoint at all."""
+    truncated = workdir / "truncated.pt"
+    truncated.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    text = workdir / "text.pt"
+    shutil.copy(workdir / "train.src", text)
+    return {"truncated": truncated, "text": text}
+
+
+BAD = ["truncated", "text"]
+
+
+def assert_not_complete(line, prefix, path):
+    assert line.startswith(f"{prefix}{path} is not a complete checkpoint"), line
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_translate_names_the_bad_model_of_several_and_leaves_no_output(workdir, model, bad_checkpoints, kind):
+    bad, output = bad_checkpoints[kind], workdir / f"translated_{kind}.txt"
+    for models in ([bad], [model, bad]):
+        result = run([command("onmt_translate"), "-model", *models, "-src", workdir / "valid.src",
+                      "-output", output], expect_ok=False)
+        assert_not_complete(one_line_error(result), "onmt_translate: error: model ", bad)
+        assert not output.exists()
+
+
+class Unsafe:
+    def __reduce__(self):
+        return (os.getcwd, ())
+
+
+def test_translate_refuses_an_unsafe_checkpoint_in_one_line(workdir, tmp_path):
+    unsafe = tmp_path / "unsafe.pt"
+    torch.save({"model": {}, "opt": Unsafe()}, unsafe)
+    output = tmp_path / "out.txt"
+    result = run([command("onmt_translate"), "-model", unsafe, "-src", workdir / "valid.src", "-output", output],
+                 expect_ok=False)
+    assert one_line_error(result).startswith(f"onmt_translate: error: Refusing to load {unsafe}: it holds a pickled")
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_average_models_names_the_bad_one(workdir, model, bad_checkpoints, kind):
+    bad, output = bad_checkpoints[kind], workdir / "averaged.pt"
+    result = run([command("onmt_average_models"), "-models", model, bad, "-output", output], expect_ok=False)
+    assert_not_complete(one_line_error(result), "onmt_average_models: error: ", bad)
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_release_model_names_the_bad_file(workdir, bad_checkpoints, kind):
+    bad, output = bad_checkpoints[kind], workdir / "released.pt"
+    result = run([command("onmt_release_model"), "-m", bad, "-o", output], expect_ok=False)
+    assert_not_complete(one_line_error(result), "onmt_release_model: error: ", bad)
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_train_from_a_bad_checkpoint(workdir, bad_checkpoints, kind):
+    bad = bad_checkpoints[kind]
+    config = config_with(workdir, "resumed")
+    result = run([command("onmt_train"), "-config", config, "-train_from", bad], expect_ok=False)
+    assert_not_complete(one_line_error(result), "onmt_train: error: train_from ", bad)
+
+
+def test_translate_on_a_gpu_that_is_not_there(workdir, model):
+    if torch.cuda.device_count() > 0:
+        pytest.skip("this machine has a GPU")
+    output = workdir / "on_gpu.txt"
+    result = run([command("onmt_translate"), "-model", model, "-src", workdir / "valid.src", "-output", output,
+                  "-gpu", "0"], expect_ok=False)
+    assert one_line_error(result) == ("onmt_translate: error: gpu 0 asks for GPU 0, 0 found; "
+                                      "on this machine add `-gpu -1` (translate on the CPU)")
+    assert not output.exists()
