@@ -19,9 +19,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
-# PYTEST_ARGS: e.g. one test file, `make test PYTEST_ARGS=tests/test_preflight.py`
+# PYTEST_ARGS: e.g. one test file, `make test PYTEST_ARGS=tests/test_preflight.py`.
+# Two workers, each file on one of them (a file's trained fixtures are made once).
 test: setup
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
 # `make demo DATA=DIR`: the same batch on a folder of real files (OpenNMT-py layout)
 demo: setup

@@ -373,6 +373,32 @@ def run_all(experiment, runs, stream=None):
     return records
 
 
+def check_data_files(experiment, runs):
+    """The files of every data setting the runs use, before the first run: present, UTF-8,
+    not empty, and as many lines in each file of a pair (preflight's corpus checks)."""
+    from onmt_posenc import preflight
+
+    for label in dict.fromkeys(run.data for run in runs):
+        setting = experiment.data[label]
+        if setting.synthetic is not None:
+            continue
+        pairs = {"train": setting.train, "valid": setting.valid, **{f"eval.{n}": p for n, p in setting.eval_sets.items()}}
+        for name, pair in pairs.items():
+            if pair is None:
+                continue
+            files = {"path_src": pair.src, "path_tgt": pair.tgt, **({"path_ref": pair.ref} if pair.ref else {})}
+            for key, path in files.items():
+                if not path.is_file():
+                    raise experiments.ExperimentError(f"{experiment.path}: data.{label}.{name}: {path} does not exist")
+            for other in ("path_tgt", "path_ref"):
+                if other in files:
+                    try:
+                        preflight.check_corpus_text(name, {"path_src": files["path_src"], "path_tgt": files[other]})
+                    except preflight.PreflightError as error:
+                        problem = str(error).removeprefix(f"corpus '{name}': ")
+                        raise experiments.ExperimentError(f"{experiment.path}: data.{label}.{name}: {problem}") from None
+
+
 def describe(setting):
     """A data setting in one line: its kind and where its files come from."""
     kind = setting.kind + (f" (extrapolate: {setting.extrapolate})" if setting.extrapolate else
@@ -396,6 +422,7 @@ def main(args):
         experiment = experiments.from_arguments(args)
         shard = experiments.parse_shard(args.shard) if args.shard else None
         experiments.check_options(experiment)  # every run, before the first one trains
+        check_data_files(experiment, experiments.shard(experiment.runs, *shard) if shard else experiment.runs)
     except experiments.ExperimentError as error:
         print(f"onmt-posenc run: error: {error}", file=sys.stderr)
         return 2

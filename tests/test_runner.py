@@ -479,7 +479,7 @@ def test_report_marks_results_made_with_other_settings_as_stale(demo, tmp_path):
     assert [r["status"] for r in rows] == ["finished", "stale", "finished"]
 
 
-@pytest.mark.parametrize("change, message", [
+OPTION_MISTAKES = [
     ("methods.shape.shape_max_shif=3", "methods.shape.shape_max_shif: unknown option; did you mean 'shape_max_shift'?"),
     ("methods.shape.shape_max_shift=-3", "methods.shape.shape_max_shift: must be >= 0, got -3"),
     ("methods.shape.shape_max_shift=abc", "methods.shape.shape_max_shift: invalid int value: 'abc'"),
@@ -488,17 +488,25 @@ def test_report_marks_results_made_with_other_settings_as_stale(demo, tmp_path):
     ("methods.shape.shape_max_shift=[1, 2]", "methods.shape.shape_max_shift: can't be set to a list"),
     ("settings.enc_layers=two", "settings.enc_layers: invalid int value: 'two'"),
     ("methods.rpe.relative_attention=musik", "methods.rpe.relative_attention: invalid choice: 'musik'"),
-])
-def test_every_runs_options_are_checked_before_the_first_run(tmp_path, change, message):
+]
+
+
+def test_every_runs_options_are_checked_before_the_first_run(tmp_path):
     """A mistake in any method stops `onmt-posenc run` in one line naming the file and key,
-    before the first run (the demo's first method, APE, is fine) has started."""
-    output = tmp_path / "out"
-    result = run([command("onmt-posenc"), "run", DEMO, "--output", output, "--set", change], cwd=REPO,
-                 expect_ok=False)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"onmt-posenc run: error: {DEMO}: {message}")
-    assert not output.exists()
+    before the first run (the demo's first method, APE, is fine) has started: the command
+    on two mistakes, the same check in this process on the others."""
+    for change, message in OPTION_MISTAKES[:2]:
+        output = tmp_path / "out"
+        result = run([command("onmt-posenc"), "run", DEMO, "--output", output, "--set", change], cwd=REPO,
+                     expect_ok=False)
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0] == f"onmt-posenc run: error: {DEMO}: {message}"
+        assert not output.exists()
+    for change, message in OPTION_MISTAKES[2:]:
+        with pytest.raises(experiments.ExperimentError) as error:
+            experiments.check_options(experiments.load(DEMO, [change]))
+        assert str(error.value).startswith(f"{DEMO}: {message}")
 
 
 def test_unreadable_results_are_named_and_the_run_done_again(demo, tmp_path):
@@ -541,3 +549,49 @@ def test_broken_set_value_and_writing_over_an_input_stop_in_one_line(tmp_path):
 def test_report_help_says_what_data_means_for_a_report():
     text = " ".join(run([command("onmt-posenc"), "report", "--help"]).stdout.split())
     assert "the folder given to `onmt-posenc run --data`, to report the runs made on it" in text
+
+
+def test_data_files_are_checked_before_the_first_run(tmp_path):
+    """Every data file of an experiment is present, UTF-8, not empty and paired line by
+    line before anything trains; the error names the file, the data setting and the set
+    (the command on one problem, the same check in this process on the others)."""
+    from onmt_posenc.runner import check_data_files
+
+    src, tgt = tmp_path / "train.src", tmp_path / "train.tgt"
+    test_src, test_tgt = tmp_path / "test.src", tmp_path / "test.tgt"
+    path = experiment_file(tmp_path, data={"real": {"train": {"src": str(src), "tgt": str(tgt)},
+                                                    "eval": {"test": {"src": str(test_src), "tgt": str(test_tgt)}}}},
+                           grid={"method": ["ape"]})
+
+    def files():
+        head(TOY_ENDE / "src-train.txt", src, 50)
+        head(TOY_ENDE / "tgt-train.txt", tgt, 50)
+        head(TOY_ENDE / "src-test.txt", test_src, 20)
+        head(TOY_ENDE / "tgt-test.txt", test_tgt, 20)
+
+    def not_utf8():
+        lines = tgt.read_bytes().split(b"\n")
+        lines[6] = b"ein caf\xe9"
+        tgt.write_bytes(b"\n".join(lines))
+
+    problems = [
+        (lambda: head(TOY_ENDE / "tgt-train.txt", tgt, 49),
+         f"data.real.train: {src} has 50 lines but {tgt} has 49; {src}:50 has no partner line"),
+        (test_tgt.unlink, f"data.real.eval.test: {test_tgt} does not exist"),
+        (lambda: test_src.write_text(""), f"data.real.eval.test: path_src {test_src} is empty"),
+        (not_utf8, f"data.real.train: {tgt}:7: not UTF-8 text (byte 0xe9: invalid continuation byte)"),
+    ]
+    files()
+    problems[0][0]()
+    output = tmp_path / "out"
+    result = run([command("onmt-posenc"), "run", path, "--output", output], expect_ok=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"onmt-posenc run: error: {path}: {problems[0][1]}"
+    assert not output.exists()
+    for make, expected in problems[1:]:
+        files()
+        make()
+        loaded = experiments.load(path)
+        with pytest.raises(experiments.ExperimentError, match=None) as error:
+            check_data_files(loaded, loaded.runs)
+        assert str(error.value) == f"{path}: {expected}"
