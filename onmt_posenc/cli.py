@@ -7,6 +7,8 @@ import argparse
 import importlib
 import sys
 
+from onmt_posenc.interpolate import InterpolateError
+
 COMMANDS = {
     "chunk-ja": ("onmt_posenc.chunk_japanese", "Japanese phrase boundaries for perSPE (MeCab + nltk RegexpParser)"),
     "prepare": ("onmt_posenc.prepare_corpus", "Multi30k or toy-ende in the layout of `run --data`: download or local copy"),
@@ -36,7 +38,13 @@ def main(argv=None):
             module.add_arguments(sub)
             sub.set_defaults(run=module.main)
     args = parser.parse_args(chosen)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (InterpolateError, OSError) as error:
+        # A file that is missing, unreadable or not UTF-8 (read_lines names its line),
+        # in any command that did not say it already.
+        print(f"onmt-posenc {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -304,14 +304,24 @@ class RunExecutor:
         return results
 
 
+def goes_on(stored, config):
+    """Can a run made with the config `stored` go on to `config`? The same settings, or
+    the same but for more updates (train_steps raised: training continues from the
+    newest checkpoint, as if it had been asked for that many from the start, apart from
+    the restarted data iterator)."""
+    old, new = settings_of(stored), settings_of(yaml.safe_load(yaml.safe_dump(config)))
+    steps = curves.DEFAULT_TRAIN_STEPS
+    return old.pop("train_steps", steps) <= new.pop("train_steps", steps) and old == new
+
+
 def resume_point(directory, config, say):
     """Where an unfinished run goes on from: its newest complete checkpoint, if the run
-    was made with this same config; None (start clean) otherwise."""
+    was made with this config (or one with fewer updates); None (start clean) otherwise."""
     try:
         stored = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
-    if not isinstance(stored, dict) or settings_of(stored) != settings_of(yaml.safe_load(yaml.safe_dump(config))):
+    if not isinstance(stored, dict) or not goes_on(stored, config):
         say("an unfinished attempt with another config; starting again")
         return None
     return newest_complete_checkpoint(directory, say)
@@ -326,6 +336,11 @@ def execute_run(experiment, run, files, progress):
     if unreadable:
         progress.say(f"{unreadable}; the run is done again from its newest checkpoint")
         (directory / RESULT).unlink()
+    if result is not None and is_stale(result, config) and goes_on(result.get("config") or {}, config):
+        progress.say(f"finished at {result['config'].get('train_steps')} updates; training goes on to "
+                     f"{config.get('train_steps')}")
+        (directory / RESULT).unlink()
+        result = None
     if result is not None:
         if is_stale(result, config):
             return {"id": run.id, "status": "failed",

@@ -105,3 +105,21 @@ def train_tiny(workdir, name, env=None, **overrides):
     """onmt_train on tiny_transformer(workdir, **overrides), saving <name>_step_N.pt; the finished process."""
     config = write_yaml(workdir / f"{name}.yaml", tiny_transformer(workdir, save_model=str(workdir / name), **overrides))
     return run([command("onmt_train"), "-config", config], env=env)
+
+
+def step_by_step_and_whole(model, vocabs):
+    """A loaded model's decoder states for 3 random target prefixes of 6 tokens, decoded
+    step by step (as translation does) and in one forward pass: (steps, whole)."""
+    import torch
+
+    torch.manual_seed(0)
+    src = torch.randint(4, len(vocabs["src"]), (3, 9, 1))
+    src_len = torch.tensor([9, 7, 4])
+    tgt = torch.randint(4, len(vocabs["tgt"]), (3, 6, 1))
+    with torch.no_grad():
+        enc_out, enc_final, src_len = model.encoder(src, src_len)
+        model.decoder.init_state(src, enc_out, enc_final)
+        whole, _ = model.decoder(tgt, enc_out, src_len=src_len)
+        model.decoder.init_state(src, enc_out, enc_final)
+        steps = [model.decoder(tgt[:, i : i + 1], enc_out, src_len=src_len, step=i)[0] for i in range(6)]
+    return torch.cat(steps, dim=1), whole

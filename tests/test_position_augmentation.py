@@ -7,7 +7,7 @@ import math
 import onmt  # noqa: F401  (activates the extension)
 import pytest
 import torch
-from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, train_tiny
+from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, step_by_step_and_whole, train_tiny
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 from rounding import assert_matches
 
@@ -290,17 +290,7 @@ def test_incremental_decoding_matches_full_forward(trained, name):
     expected = RandomizedSinusoidalEncoding if name == "randomized" else ContinuousAugmentedSinusoidalEncoding
     assert isinstance(model.encoder.embeddings.make_embedding.pe, expected)
     assert isinstance(model.decoder.embeddings.make_embedding.pe, expected)
-    torch.manual_seed(0)
-    src = torch.randint(4, len(vocabs["src"]), (3, 9, 1))
-    src_len = torch.tensor([9, 7, 4])
-    tgt = torch.randint(4, len(vocabs["tgt"]), (3, 6, 1))
-    with torch.no_grad():
-        enc_out, enc_final, src_len = model.encoder(src, src_len)
-        model.decoder.init_state(src, enc_out, enc_final)
-        full, _ = model.decoder(tgt, enc_out, src_len=src_len)
-        model.decoder.init_state(src, enc_out, enc_final)
-        steps = [model.decoder(tgt[:, i : i + 1], enc_out, src_len=src_len, step=i)[0] for i in range(6)]
-    assert_matches(torch.cat(steps, dim=1), full)
+    assert_matches(*step_by_step_and_whole(model, vocabs))
 
 
 @pytest.mark.parametrize("name", METHODS)

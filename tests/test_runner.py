@@ -522,7 +522,7 @@ def test_unreadable_results_are_named_and_the_run_done_again(demo, tmp_path):
     args = [command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)]
     assert "Traceback" not in run(args, cwd=REPO).stderr
     report = (copy / "report.md").read_text(encoding="utf-8")
-    assert f"| synthetic/rpe/seed1 | failed |" in report and f"{result} cannot be read (JSONDecodeError" in report
+    assert "| synthetic/rpe/seed1 | failed |" in report and f"{result} cannot be read (JSONDecodeError" in report
     assert f"token_nll: {broken_analysis} cannot be read (JSONDecodeError" in report
 
     again = run([command("onmt-posenc"), "run", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO,
@@ -595,3 +595,35 @@ def test_data_files_are_checked_before_the_first_run(tmp_path):
         with pytest.raises(experiments.ExperimentError, match=None) as error:
             check_data_files(loaded, loaded.runs)
         assert str(error.value) == f"{path}: {expected}"
+
+
+def test_onmt_posenc_commands_name_a_file_that_is_not_utf8(tmp_path):
+    """`evaluate` reads hypotheses and references as UTF-8 text; a bad byte is one line
+    naming the file and line (the same in every command that reads text files)."""
+    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    write_lines(ref, ["ein Haus", "zwei Hunde", "drei Katzen"])
+    hyp.write_bytes(b"ein Haus\nzwei Hunde\ndrei Katz\xe9n\n")
+    result = run([command("onmt-posenc"), "evaluate", "--hyp", hyp, "--ref", ref], expect_ok=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (f"onmt-posenc evaluate: error: {hyp}:3: not UTF-8 text "
+                                     "(byte 0xe9: invalid continuation byte)")
+
+
+def test_a_finished_run_trains_on_when_the_file_asks_for_more_updates(demo, tmp_path):
+    """train_steps raised in the experiment file: the finished runs go on from their last
+    checkpoint (kept as it was) instead of starting over; the curve spans both."""
+    output, _ = demo
+    copy = tmp_path / "longer"
+    shutil.copytree(output, copy)
+    last = copy / "synthetic" / "ape" / "seed1" / "model_step_16.pt"
+    saved = last.stat().st_mtime_ns
+    longer = [pair for pair in SCALED_DOWN if not pair.startswith("settings.train_steps=")] + ["settings.train_steps=24"]
+    result = run([command("onmt-posenc"), "run", DEMO, "--output", copy, *overrides(longer),
+                  "--set", "grid.method=[ape]"], cwd=REPO, timeout=LONG)
+    assert "[1/1 synthetic/ape/seed1] finished at 16 updates; training goes on to 24" in result.stderr
+    assert "[1/1 synthetic/ape/seed1] resume from model_step_16.pt" in result.stderr
+    assert last.stat().st_mtime_ns == saved
+    stored = json.loads((copy / "synthetic" / "ape" / "seed1" / "result.json").read_text())
+    assert stored["config"]["train_steps"] == 24 and stored["curve"]["started_from"] == [0, 16]
+    assert [p["step"] for p in stored["curve"]["valid"]] == [16]  # valid_steps 16: nothing new at 24
+    assert stored["checkpoints_averaged"] == ["model_step_16.pt", "model_step_24.pt"]

@@ -5,7 +5,8 @@ import sys
 import onmt  # noqa: F401  (activates the extension in this process too)
 import pytest
 import torch
-from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, tiny_transformer, train_tiny, write_yaml
+from conftest import (TOY_ENDE, build_tiny_vocab, command, head, run, step_by_step_and_whole, tiny_transformer, train_tiny,
+                      write_yaml)
 from rounding import assert_matches
 
 from onmt_posenc.positions import NoPositionEncoding, ShiftedSinusoidalEncoding
@@ -81,17 +82,7 @@ def test_incremental_decoding_matches_full_forward(shape_model):
     opt = parser.parse_args(["-model", str(shape_model), "-src", "unused"])
     vocabs, model, _ = load_test_model(opt)
     assert isinstance(model.decoder.embeddings.make_embedding.pe, ShiftedSinusoidalEncoding)
-    torch.manual_seed(0)
-    src = torch.randint(4, len(vocabs["src"]), (3, 9, 1))
-    src_len = torch.tensor([9, 7, 4])
-    tgt = torch.randint(4, len(vocabs["tgt"]), (3, 6, 1))
-    with torch.no_grad():
-        enc_out, enc_final, src_len = model.encoder(src, src_len)
-        model.decoder.init_state(src, enc_out, enc_final)
-        full, _ = model.decoder(tgt, enc_out, src_len=src_len)
-        model.decoder.init_state(src, enc_out, enc_final)
-        steps = [model.decoder(tgt[:, i : i + 1], enc_out, src_len=src_len, step=i)[0] for i in range(6)]
-    assert_matches(torch.cat(steps, dim=1), full)
+    assert_matches(*step_by_step_and_whole(model, vocabs))
 
 
 def test_per_side_position_choice(workdir):
