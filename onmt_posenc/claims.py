@@ -13,7 +13,7 @@ invariance (measured by the paper on every setting, or independent of the data)
 prefer VANILLA and name the setting they used.
 
 The methods are recognized by their configs: the experiment's baseline is APE,
-a method with `shape_max_shift` is SHAPE, one with `max_relative_positions` is
+a method with `shape_max_shift` is SHAPE, one with Shaw's `max_relative_positions` is
 RPE. Where a role has several labels (a K grid), the one with the best BLEU on
 the `valid` set at the lowest seed is used, as the paper chose K on its dev set.
 """
@@ -42,7 +42,8 @@ def _role(record, baseline):
         return "APE"
     if uses_shape(config):
         return "SHAPE"
-    if (config.get("max_relative_positions") or 0) > 0:
+    shaw = config.get("relative_attention") in (None, "shaw") and not config.get("relative_positions_buckets")
+    if (config.get("max_relative_positions") or 0) > 0 and shaw:
         return "RPE"
     return None
 

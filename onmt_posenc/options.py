@@ -134,10 +134,14 @@ def resolve_attention_options(opt):
 
     Raises ValueError naming the option at fault.
     """
-    if opt.max_relative_positions <= 0:
+    # OpenNMT-py: T5 buckets take precedence, max_relative_positions is then their max distance.
+    t5_buckets = getattr(opt, "relative_positions_buckets", 0) > 0
+    if opt.max_relative_positions <= 0 or t5_buckets:
         for key in ("relative_attention", "relative_values"):
             if getattr(opt, key, None) is not None:
-                raise ValueError(f"{key} is set but max_relative_positions is not > 0")
+                why = "relative_positions_buckets is set (T5 buckets)" if t5_buckets else \
+                    "max_relative_positions is not > 0"
+                raise ValueError(f"{key} is set but {why}")
         return opt
     if getattr(opt, "relative_attention", None) is None:
         opt.relative_attention = "shaw"

@@ -12,6 +12,10 @@ and calling convention, and change only how the attention is computed:
 - `MusicRelativeAttention`: Huang et al.'s keys-only relative logits, one learned
   distance embedding per layer and head, placed with the skew trick; they enter
   SDPA as an additive bias.
+- `RotaryAttention`, `AlibiAttention`, `T5BucketAttention`: OpenNMT-py's rotary
+  (`max_relative_positions: -1`), ALiBi (-2) and T5 buckets
+  (`relative_positions_buckets`), computed as OpenNMT-py computes them, with SDPA
+  (OpenNMT-py 3.5.1 runs them on its plain path on CPU, ALiBi and T5 everywhere).
 
 `install(model, opt)` swaps them into a freshly built OpenNMT-py model
 (`onmt_posenc.plugin` calls it right after `build_task_specific_model`).
@@ -21,7 +25,15 @@ import torch.nn.functional as F
 from torch import nn
 from onmt.decoders.transformer import TransformerDecoderLayer
 from onmt.encoders.transformer import TransformerEncoderLayer
-from onmt.modules.multi_headed_attn import MultiHeadedAttention, shape, unshape
+from onmt.modules.alibi_position_bias import AlibiPositionalBias
+from onmt.modules.multi_headed_attn import (
+    MultiHeadedAttention,
+    _relative_position_bucket,
+    apply_rotary_emb,
+    rotaryembeddings,
+    shape,
+    unshape,
+)
 from onmt.utils.logging import logger
 
 
@@ -76,14 +88,20 @@ class SelfAttention(MultiHeadedAttention):
         q = shape(self.linear_query(query), self.dim_per_head)
         k = shape(self.linear_keys(key), self.dim_per_head)
         v = shape(self.linear_values(value), self.dim_per_head)
-        if self.layer_cache[0]:  # incremental decoding: prepend earlier steps
-            cache = self.layer_cache[1]
-            if cache["keys"].numel():
-                k = torch.cat((cache["keys"], k), dim=2)
-                v = torch.cat((cache["values"], v), dim=2)
+        cache = self.layer_cache[1] if self.layer_cache[0] else None  # incremental decoding
+        earlier = cache["keys"].size(2) if cache is not None and cache["keys"].numel() else 0
+        q, k = self.rotated(q, k, first_position=earlier)
+        if earlier:  # prepend the earlier steps' keys and values
+            k = torch.cat((cache["keys"], k), dim=2)
+            v = torch.cat((cache["values"], v), dim=2)
+        if cache is not None:
             cache["keys"], cache["values"] = k, v
         context, attn = self.attend(q * self.dim_per_head**-0.5, k, v, mask, return_attn)
         return self.final_linear(unshape(context)), attn
+
+    def rotated(self, q, k, first_position):
+        """Queries and keys as the attention sees them; only rotary positions change them."""
+        return q, k
 
     def relative_logits(self, q, key_len):
         """Position logits added to q.k; absolute positions have none."""
@@ -330,11 +348,90 @@ class MusicRelativeAttention(SelfAttention):
         return SkewedLogits.apply(q, table, key_len, last, lo, hi)
 
 
+# OpenNMT-py's rotary table length (grown on demand).
+ROTARY_POSITIONS = 2048
+
+
+class RotaryAttention(SelfAttention):
+    """Rotary positions (Su et al. 2021, RoFormer, eq. 34): the query at position m
+    and the key at position n are rotated by m*theta_i and n*theta_i in each plane i,
+    theta_i = base**(-2i/d), so that q.k depends on n - m only.
+
+    OpenNMT-py's own rotation (`rotaryembeddings`, `apply_rotary_emb`, its
+    `rotary_interleave`, `rotary_theta` and `rotary_dim`), applied before the keys
+    enter the layer cache, then fused attention: OpenNMT-py 3.5.1 uses its plain
+    path for rotary on CPU and in every encoder.
+    """
+
+    def __init__(self, head_count, model_dim, rotary_dim, rotary_interleave, rotary_theta, dropout=0.1,
+                 is_decoder=True, add_qkvbias=False, fused=True):
+        super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)
+        self.rotary_dim, self.rotary_interleave, self.rotary_theta = rotary_dim, rotary_interleave, rotary_theta
+        # Not a buffer: `Module.to(dtype)`, which OpenNMT-py applies to the model,
+        # would cast the complex table to real. Not named `rope` either: the stock
+        # decoder moves a layer's `rope`, `cos` and `sin` when it has a `rope`.
+        self.rotations = self.angles(ROTARY_POSITIONS)
+
+    def angles(self, positions):
+        """(positions, rotary_dim) complex rotations, OpenNMT-py's table."""
+        return rotaryembeddings(self.rotary_dim, maxseqlen=positions, base=self.rotary_theta)[0]
+
+    def rotated(self, q, k, first_position):
+        last = first_position + q.size(2)
+        if last > self.rotations.size(0):  # as OpenNMT-py: a longer table, 2,048 positions to spare
+            self.rotations = self.angles(last + ROTARY_POSITIONS)
+        if self.rotations.device != q.device:
+            self.rotations = self.rotations.to(q.device)
+        return apply_rotary_emb(q, k, self.rotations[first_position:last], interleave=self.rotary_interleave)
+
+
+class AlibiAttention(SelfAttention):
+    """ALiBi (Press et al. 2022, eq. in sec. 3): softmax(q_i.k_j / sqrt(d) - m_h |j - i|),
+    one slope m_h per head, the geometric sequence 2**(-8h/H) of OpenNMT-py's
+    `AlibiPositionalBias` (its slopes, and its symmetric |j - i| in the encoder).
+    An additive bias: fused attention applies, where OpenNMT-py 3.5.1 always takes
+    its plain path."""
+
+    def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
+        super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)
+        slopes = torch.tensor(AlibiPositionalBias._get_slopes(head_count))
+        self.register_buffer("slopes", slopes[:, None, None], persistent=False)
+
+    def relative_logits(self, q, key_len):
+        distances = relative_distances(q.size(2), key_len, q.device).abs().to(q.dtype)
+        return (-self.slopes.to(q.dtype) * distances)[None]
+
+
+class T5BucketAttention(SelfAttention):
+    """T5's relative attention bias (Raffel et al. 2020, sec. 2.1): one learned scalar
+    per head and distance bucket added to the attention logits; exact buckets for
+    short distances, logarithmic ones up to `max_distance`, one beyond it;
+    bidirectional in the encoder, the past only in the decoder. OpenNMT-py's
+    buckets (`_relative_position_bucket`) and table (`relative_attention_bias`,
+    (buckets, heads)); its bias is added to the scaled q.k. An additive bias: fused
+    attention applies, where OpenNMT-py 3.5.1 always takes its plain path."""
+
+    def __init__(self, head_count, model_dim, buckets, max_distance, dropout=0.1, is_decoder=True,
+                 add_qkvbias=False, fused=True):
+        super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)
+        self.buckets, self.max_distance = buckets, max_distance
+        self.relative_attention_bias = nn.Embedding(buckets, head_count)
+
+    def relative_logits(self, q, key_len):
+        bucket = _relative_position_bucket(
+            relative_distances(q.size(2), key_len, q.device),
+            bidirectional=not self.is_decoder,
+            num_buckets=self.buckets,
+            max_distance=self.max_distance,
+        )
+        return self.relative_attention_bias(bucket).permute(2, 0, 1)[None].to(q.dtype)
+
+
 def initialize(model):
     """Draw every Music distance table of a new model again, after OpenNMT-py
     initialized its parameters. OpenNMT-py's `param_init` draws them uniform in
     its range; its glorot re-draws only parameters named `weight` and leaves the
-    tables as built under `_replacement`'s forked RNG: the same numbers in every
+    tables as built under `replacement_for`'s forked RNG: the same numbers in every
     layer. Here one table after the other from the seeded RNG: independent per
     layer, reproducible."""
     for module in model.modules():
@@ -344,10 +441,6 @@ def initialize(model):
 
 def _unsupported(layer, attention, opt):
     """Why this layer's self-attention stays OpenNMT-py's (None: ours applies)."""
-    if attention.max_relative_positions < 0:
-        return "rotary or ALiBi positions (max_relative_positions < 0)"
-    if attention.relative_positions_buckets > 0:
-        return "T5 relative buckets (relative_positions_buckets)"
     if attention.num_kv > 0:
         return "grouped keys and values (num_kv)"
     if attention.parallel_gpu > 1:
@@ -359,7 +452,7 @@ def _unsupported(layer, attention, opt):
     return None
 
 
-def _replacement(stock, self_attn_type, method, values):
+def replacement_for(stock, self_attn_type, method=None, values=None):
     """Our attention for one stock module, reusing its parameters
     (`method`, `values`: the relative_attention and relative_values options)."""
     settings = dict(
@@ -374,7 +467,16 @@ def _replacement(stock, self_attn_type, method, values):
     # Built under a forked RNG: the model's parameter initialization (after
     # building) then draws exactly the numbers it draws for the stock model.
     with torch.random.fork_rng(devices=[]):
-        if far == 0:
+        if stock.relative_positions_buckets > 0:  # T5 buckets take precedence, as in OpenNMT-py
+            attention = T5BucketAttention(**settings, buckets=stock.relative_positions_buckets,
+                                          max_distance=far, fused=fused)
+            attention.relative_attention_bias = stock.relative_attention_bias
+        elif far == -1:
+            attention = RotaryAttention(**settings, rotary_dim=stock.rotary_dim, fused=fused,
+                                        rotary_interleave=stock.rotary_interleave, rotary_theta=stock.rotary_theta)
+        elif far == -2:
+            attention = AlibiAttention(**settings, fused=fused)
+        elif far == 0:
             attention = SelfAttention(**settings, fused=fused)
         elif method == "music":
             attention = MusicRelativeAttention(**settings, max_relative_positions=far, fused=fused)
@@ -407,7 +509,7 @@ def install(model, opt):
             continue
         reason = _unsupported(layer, stock, opt)
         if reason is None:
-            layer.self_attn = _replacement(stock, opt.self_attn_type, method, values)
+            layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values)
             installed.add(type(layer.self_attn).__name__)
         elif needs_ours:
             raise ValueError(f"relative_attention {method}, relative_values {values}: not available with {reason}")

@@ -24,9 +24,13 @@ from rounding import assert_matches
 
 from onmt_posenc.options import resolve_attention_options
 from onmt_posenc.relative_attention import (
+    AlibiAttention,
     MusicRelativeAttention,
+    RotaryAttention,
     SelfAttention,
     ShawRelativeAttention,
+    T5BucketAttention,
+    replacement_for,
     distance_sums,
     skew,
 )
@@ -105,14 +109,30 @@ def test_shaw_matches_openmt_builtin(side, dropout):
     assert_same(forward_backward(stock, x, mask), forward_backward(ours, x, mask))
 
 
+# OpenNMT-py's own position schemes inside its attention: MultiHeadedAttention's options.
+STOCK_SCHEMES = {
+    "absolute": {},
+    "rotary": {"max_relative_positions": -1},
+    "rotary-halves": {"max_relative_positions": -1, "rotary_interleave": False},
+    "rotary-partial": {"max_relative_positions": -1, "rotary_interleave": False, "rotary_dim": 4},
+    "alibi": {"max_relative_positions": -2},
+    "t5": {"max_relative_positions": 20, "relative_positions_buckets": 16},  # LENGTHS reach beyond 20
+}
+
+
 @pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("scheme", sorted(STOCK_SCHEMES))
 @pytest.mark.parametrize("side", sorted(SIDES))
-def test_absolute_position_attention_matches_openmt(side, fused):
-    """Fused (SDPA) and plain paths compute OpenNMT-py's attention (its CPU path)."""
+def test_stock_position_schemes_match_openmt(side, scheme, fused):
+    """The module `install` puts in place of OpenNMT-py's (fused SDPA or plain path)
+    computes OpenNMT-py's outputs and gradients for absolute positions, rotary,
+    ALiBi and T5 buckets, with its parameters (names included: strict load)."""
     is_decoder, mask_of = SIDES[side]
-    stock = randomized(MultiHeadedAttention(HEADS, DIM, dropout=0.0, is_decoder=is_decoder, attn_type="self"))
-    ours = SelfAttention(HEADS, DIM, dropout=0.0, is_decoder=is_decoder, fused=fused)
-    ours.load_state_dict(stock.state_dict())
+    stock = randomized(MultiHeadedAttention(HEADS, DIM, dropout=0.0, is_decoder=is_decoder, attn_type="self",
+                                            **STOCK_SCHEMES[scheme]))
+    ours = replacement_for(stock, "scaled-dot-flash" if fused else "scaled-dot")
+    assert type(ours) is not MultiHeadedAttention and ours.fused == fused
+    ours.load_state_dict(stock.state_dict(), strict=True)
     x, mask = inputs(), mask_of(LENGTHS)
     assert_same(forward_backward(stock, x, mask), forward_backward(ours, x, mask))
 
@@ -243,6 +263,9 @@ DECODERS = {
     "shaw-separate": lambda: ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0, separate_values=True),
     "music-fused": lambda: MusicRelativeAttention(HEADS, DIM, FAR, dropout=0.0, fused=True),
     "music-plain": lambda: MusicRelativeAttention(HEADS, DIM, FAR, dropout=0.0, fused=False),
+    "rotary": lambda: RotaryAttention(HEADS, DIM, DIM // HEADS, rotary_interleave=True, rotary_theta=1e4, dropout=0.0),
+    "alibi": lambda: AlibiAttention(HEADS, DIM, dropout=0.0),
+    "t5": lambda: T5BucketAttention(HEADS, DIM, buckets=16, max_distance=FAR, dropout=0.0),
 }
 
 
@@ -359,6 +382,10 @@ def test_music_tables_initialized_per_layer(vocabs, init):
          ["relative_keys_embeddings.weight", "relative_values_embeddings.weight"]),
         (["-max_relative_positions", "8", "-relative_attention", "music"], MusicRelativeAttention,
          ["relative_key_embeddings"]),
+        (["-max_relative_positions", "-1"], RotaryAttention, []),
+        (["-max_relative_positions", "-2"], AlibiAttention, []),
+        (["-max_relative_positions", "32", "-relative_positions_buckets", "8"], T5BucketAttention,
+         ["relative_attention_bias.weight"]),
     ],
 )
 def test_builder_installs_the_chosen_attention(vocabs, args, kind, names):
@@ -396,6 +423,9 @@ def test_option_defaults():
     music = resolve_attention_options(options(max_relative_positions=16, relative_attention="music"))
     assert music.relative_values is None
     assert resolve_attention_options(options()).relative_attention is None
+    # T5 buckets: max_relative_positions is their max distance, not Shaw's clipping
+    t5 = resolve_attention_options(options(max_relative_positions=128, relative_positions_buckets=32))
+    assert t5.relative_attention is None and t5.relative_values is None
 
 
 @pytest.mark.parametrize(
@@ -407,6 +437,8 @@ def test_option_defaults():
          "relative_values applies to relative_attention shaw only"),
         (dict(max_relative_positions=16, relative_attention="music", full_context_alignment=True),
          "full_context_alignment"),
+        (dict(max_relative_positions=128, relative_positions_buckets=32, relative_attention="shaw"),
+         "relative_attention is set but relative_positions_buckets is set"),
     ],
 )
 def test_option_errors(values, message):
@@ -438,8 +470,8 @@ def workdir(tmp_path_factory):
 
 
 def train(workdir, name, env=None, **overrides):
-    result = train_tiny(workdir, name, env, train_steps=STEPS, report_every=5, position_encoding=False,
-                        max_relative_positions=FAR, **overrides)
+    settings = dict(train_steps=STEPS, report_every=5, position_encoding=False, max_relative_positions=FAR)
+    result = train_tiny(workdir, name, env, **{**settings, **overrides})
     return workdir / f"{name}_step_{STEPS}.pt", result.stdout + result.stderr
 
 
@@ -488,6 +520,27 @@ def test_training_with_our_shaw_reproduces_openmt(stock_shaw, our_shaw):
     expected, actual = logged_losses(stock_shaw[1]), logged_losses(our_shaw[1])
     assert len(expected) == STEPS // 5
     assert actual == expected
+
+
+STOCK_COMMAND_SCHEMES = {
+    "rotary": ("RotaryAttention", {"max_relative_positions": -1}),
+    "alibi": ("AlibiAttention", {"max_relative_positions": -2}),
+    "t5": ("T5BucketAttention", {"max_relative_positions": 32, "relative_positions_buckets": 16}),
+}
+
+
+@pytest.mark.parametrize("scheme", sorted(STOCK_COMMAND_SCHEMES))
+def test_training_with_fast_stock_schemes_reproduces_openmt(workdir, scheme):
+    """onmt_train with rotary, ALiBi or T5 buckets: our fused layers follow OpenNMT-py's
+    training to the logged precision (no attention dropout: SDPA draws its own
+    masks), and the checkpoint translates."""
+    kind, values = STOCK_COMMAND_SCHEMES[scheme]
+    settings = dict(values, attention_dropout=[0.0])
+    stock_checkpoint, stock_log = train(workdir, f"stock_{scheme}", env={"ONMT_POSENC": "off"}, **settings)
+    checkpoint, log = train(workdir, scheme, **settings)
+    assert kind in log and kind not in stock_log
+    assert logged_losses(log) == logged_losses(stock_log)
+    assert translate(workdir, checkpoint) == translate(workdir, stock_checkpoint)
 
 
 def test_train_and_translate_music(workdir):

@@ -462,6 +462,21 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
     assert row([ape[1], {**late, "convergence": None}])["held"] == "not measured"  # results without a curve
 
 
+def test_only_shaw_plays_the_papers_rpe_in_the_claims():
+    """The claims compare SHAPE with the paper's baselines; the position lab's other
+    relative methods (Music, T5 buckets, rotary, ALiBi) are not Shaw's RPE."""
+    from onmt_posenc import claims
+
+    def role(config):
+        return claims._role({"method": "m", "config": config}, baseline="ape")
+
+    assert role({"max_relative_positions": 16}) == role({"max_relative_positions": 16, "relative_attention": "shaw"}) == "RPE"
+    assert role({"max_relative_positions": 16, "relative_attention": "music"}) is None
+    assert role({"max_relative_positions": 128, "relative_positions_buckets": 32}) is None
+    assert role({"max_relative_positions": -1}) is role({"max_relative_positions": -2}) is None
+    assert role({"shape_max_shift": 20}) == "SHAPE"
+
+
 def test_report_marks_results_made_with_other_settings_as_stale(demo, tmp_path):
     """A copied output folder holds the same runs; after the file changes, a run is stale."""
     output, _ = demo

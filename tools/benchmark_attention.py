@@ -47,7 +47,12 @@ from onmt.utils.parse import ArgumentParser
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from onmt_posenc.relative_attention import MusicRelativeAttention, SelfAttention, ShawRelativeAttention
+from onmt_posenc.relative_attention import (
+    MusicRelativeAttention,
+    SelfAttention,
+    ShawRelativeAttention,
+    replacement_for,
+)
 
 # The repository's excerpt (2,000 training pairs); --data names the whole corpus.
 TOY_ENDE = Path(__file__).resolve().parents[1] / "tests" / "data" / "toy-ende"
@@ -133,7 +138,7 @@ def measure(steps, repeats, device):
 def layer_methods(args, longest):
     dim, heads, far, dropout = args.d_model, args.heads, args.far, args.attention_dropout
     common = dict(dropout=dropout, is_decoder=False)
-    return {
+    methods = {
         "APE / SHAPE / none": lambda fused: SelfAttention(heads, dim, fused=fused, **common),
         "built-in Shaw": lambda fused: MultiHeadedAttention(
             heads, dim, max_relative_positions=far, attn_type="self", **common
@@ -145,6 +150,25 @@ def layer_methods(args, longest):
         f"Music, K={far}": lambda fused: MusicRelativeAttention(heads, dim, far, fused=fused, **common),
         f"Music, K={longest}": lambda fused: MusicRelativeAttention(heads, dim, longest, fused=fused, **common),
     }
+    # OpenNMT-py's own schemes, its layer against ours (`replacement_for` builds ours from it).
+    for name, scheme in STOCK_SCHEMES.items():
+        def stock(fused, scheme=scheme):
+            return MultiHeadedAttention(heads, dim, attn_type="self", **scheme, **common,
+                                        self_attn_type="scaled-dot-flash" if fused else "scaled-dot")
+
+        methods[f"built-in {name}"] = stock
+        methods[f"our {name}"] = lambda fused, stock=stock: replacement_for(
+            stock(fused), "scaled-dot-flash" if fused else "scaled-dot"
+        )
+    return methods
+
+
+# Rotary (-1), ALiBi (-2) and T5 buckets as MultiHeadedAttention options.
+STOCK_SCHEMES = {
+    "rotary": {"max_relative_positions": -1},
+    "ALiBi": {"max_relative_positions": -2},
+    "T5 buckets": {"max_relative_positions": 128, "relative_positions_buckets": 32},
+}
 
 
 def layer_step(module, batch, length, dim, device):
@@ -189,6 +213,11 @@ def model_methods(far):
         "built-in Shaw": (["-max_relative_positions", str(far)], True),
         "our Shaw": (["-max_relative_positions", str(far)], False),
         "Music": (["-max_relative_positions", str(far), "-relative_attention", "music"], False),
+        **{
+            f"{who} {name}": ([f"-{key}={value}" for key, value in scheme.items()], who == "built-in")
+            for name, scheme in STOCK_SCHEMES.items()
+            for who in ("built-in", "our")
+        },
     }
 
 
