@@ -29,8 +29,8 @@ def activate():
     _reject_unknown_config_keys()
     _validate_options()
     _build_position_encodings()
-    _build_relative_attention()
-    _initialize_relative_attention()
+    _build_attention()
+    _initialize_attention()
     _carry_target_phrases()
     _load_checkpoints_safely()
     _check_before_starting()
@@ -238,33 +238,33 @@ def _build_position_encodings():
     model_builder.build_embeddings = build_embeddings
 
 
-def _build_relative_attention():
-    """Swap every Transformer layer's self-attention for ours (fused attention for
-    absolute positions, fast Shaw, Music) right after `build_task_specific_model`,
+def _build_attention():
+    """Swap every Transformer layer's self-attention for ours (onmt_posenc.attention:
+    fused attention for absolute and OpenNMT-py's own schemes, fast Shaw, Music) right after `build_task_specific_model`,
     which `build_base_model` calls for training and for translation: before
     parameters are initialized or loaded, with OpenNMT-py's parameter names."""
     from onmt import model_builder
 
-    from onmt_posenc import relative_attention
+    from onmt_posenc import attention
 
     stock_build_task_specific_model = model_builder.build_task_specific_model
 
     @functools.wraps(stock_build_task_specific_model)
     def build_task_specific_model(model_opt, vocabs):
         model = stock_build_task_specific_model(model_opt, vocabs)
-        relative_attention.install(model, options.resolve_attention_options(model_opt))
+        attention.install(model, options.resolve_attention_options(model_opt))
         return model
 
     model_builder.build_task_specific_model = build_task_specific_model
 
 
-def _initialize_relative_attention():
+def _initialize_attention():
     """`build_model` initializes the parameters of a new model (no checkpoint);
-    Music's distance tables then get their own initialization. onmt_train reaches
+    our variants' own tables (Music's) then get their own initialization. onmt_train reaches
     the wrapper because `onmt.train_single` imports `build_model` after `import onmt`."""
     from onmt import model_builder
 
-    from onmt_posenc import relative_attention
+    from onmt_posenc import attention
 
     stock_build_model = model_builder.build_model
 
@@ -272,7 +272,7 @@ def _initialize_relative_attention():
     def build_model(model_opt, opt, vocabs, checkpoint, device_id):
         model = stock_build_model(model_opt, opt, vocabs, checkpoint, device_id)
         if checkpoint is None:  # otherwise the tables were loaded from it
-            relative_attention.initialize(model)
+            attention.initialize(model)
         return model
 
     model_builder.build_model = build_model
@@ -287,7 +287,7 @@ def _carry_target_phrases():
     from onmt.inputters import dynamic_iterator
     from onmt.modules.embeddings import Embeddings
 
-    from onmt_posenc.positions import PerturbedSinusoidalEncoding
+    from onmt_posenc.positions.perturbed import PerturbedSinusoidalEncoding
     from onmt_posenc.transforms.phrase_boundaries import attach_phrase_groups
 
     stock_tensorify = dynamic_iterator.tensorify

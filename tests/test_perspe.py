@@ -12,7 +12,7 @@ from onmt.bin.train import _get_parser
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 
 from onmt_posenc import options
-from onmt_posenc.positions import PerturbedSinusoidalEncoding, PhraseBoundariesMissingError
+from onmt_posenc.positions.perturbed import PerturbedSinusoidalEncoding, PhraseBoundariesMissingError
 from onmt_posenc.transforms.phrase_boundaries import PhraseFile, PhraseFileError, attach_phrase_groups
 
 ENJA = TEST_DATA / "small_parallel_enja"

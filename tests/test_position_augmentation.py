@@ -12,12 +12,8 @@ from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 from rounding import assert_matches
 
 from onmt_posenc import export, options
-from onmt_posenc.positions import (
-    ContinuousAugmentedSinusoidalEncoding,
-    RandomizedSinusoidalEncoding,
-    sinusoid_frequencies,
-    sinusoids,
-)
+from onmt_posenc.positions.cape import ContinuousAugmentedSinusoidalEncoding, sinusoid_frequencies, sinusoids
+from onmt_posenc.positions.randomized import RandomizedSinusoidalEncoding
 
 DIM = 16
 ENC_TYPES = ["SinusoidalInterleaved", "SinusoidalConcat"]

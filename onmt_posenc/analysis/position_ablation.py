@@ -36,7 +36,7 @@ def _features(loaded, src_lines, tgt_lines, max_tokens):
 
 
 def ablate(loaded, src_lines, tgt_lines, max_tokens=4096):
-    from onmt_posenc.positions import NoPositionEncoding
+    from onmt_posenc.positions.none import NoPositionEncoding
 
     sides = [side for side in ("src", "tgt") if models.has_absolute_positions(loaded.model, side)]
     enc, dec, nll, count = _features(loaded, src_lines, tgt_lines, max_tokens)

@@ -25,7 +25,7 @@ DEFAULT_OFFSETS = (0, 100, 250, 500)
 
 def offset_encoding(loaded, offset):
     """The source position module of a model, with every position moved by `offset`."""
-    from onmt_posenc.positions import ShiftedSinusoidalEncoding
+    from onmt_posenc.positions.shifted import ShiftedSinusoidalEncoding
 
     current = models.position_module(loaded.model, "src")
     own = getattr(current, "inference_offset", 0)

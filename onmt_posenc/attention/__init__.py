@@ -1,0 +1,145 @@
+"""Self-attention variants, one file per method, each registered by name.
+
+OpenNMT-py 3.5.1 computes Shaw's relative terms by materializing one embedding per
+(query, key) pair on every call, never uses fused attention in the encoder, and
+runs rotary (on CPU), ALiBi and T5 buckets on its plain path. The variants here
+keep `MultiHeadedAttention`'s parameters, names, layer cache and calling
+convention, and change only how the attention is computed:
+
+- `absolute` (self_attention.py): absolute positions (APE, SHAPE, none), with
+  PyTorch's fused `scaled_dot_product_attention` (SDPA) in encoder and decoder;
+  the base class of the others.
+- `shaw`: Shaw's key and value terms through the 2K+1 clipped distances:
+  Q R_K^T gathered per pair; weights summed per distance, then @ R_V.
+- `music`: Huang et al.'s keys-only relative logits, one learned distance
+  embedding per layer and head, placed with the skew trick; an additive bias.
+- `rotary`, `alibi`, `t5`: OpenNMT-py's rotary (`max_relative_positions: -1`),
+  ALiBi (-2) and T5 buckets (`relative_positions_buckets`), computed as
+  OpenNMT-py computes them, with SDPA.
+
+OpenNMT-py's options choose its own schemes (STOCK_SCHEMES); every other
+registered name is a choice of our `relative_attention` option (with
+`max_relative_positions` > 0). `@register_attention("name")` and a class method
+`from_stock` are all a new variant needs: every file in this folder is imported
+below. `install(model, opt)` swaps them into a freshly built OpenNMT-py model
+(`onmt_posenc.plugin` calls it right after `build_task_specific_model`).
+"""
+import importlib
+import pkgutil
+
+import torch
+from onmt.decoders.transformer import TransformerDecoderLayer
+from onmt.encoders.transformer import TransformerEncoderLayer
+from onmt.modules.multi_headed_attn import MultiHeadedAttention
+from onmt.utils.logging import logger
+
+ATTENTIONS = {}
+# Chosen by OpenNMT-py's own options (see `scheme_of`); the rest by relative_attention.
+STOCK_SCHEMES = ("absolute", "rotary", "alibi", "t5")
+
+
+def register_attention(name):
+    """Class decorator: the self-attention variant `name`."""
+
+    def register(cls):
+        if name in ATTENTIONS:
+            raise ValueError(f"attention {name!r} is registered twice")
+        cls.name = name
+        ATTENTIONS[name] = cls
+        return cls
+
+    return register
+
+
+def relative_attention_choices():
+    """The values of the relative_attention option: every variant OpenNMT-py's options do not choose."""
+    return tuple(name for name in ATTENTIONS if name not in STOCK_SCHEMES)
+
+
+def scheme_of(stock, relative_attention):
+    """The variant for a stock module: T5 buckets first (as in OpenNMT-py), then
+    max_relative_positions 0 / -1 / -2, else the relative_attention option."""
+    if stock.relative_positions_buckets > 0:
+        return "t5"
+    return {0: "absolute", -1: "rotary", -2: "alibi"}.get(stock.max_relative_positions, relative_attention or "shaw")
+
+
+def initialize(model):
+    """Draw the own tables of our variants again (Music's distance tables), after
+    OpenNMT-py initialized the model's parameters. OpenNMT-py's `param_init` draws
+    them uniform in its range; its glorot re-draws only parameters named `weight`
+    and leaves the tables as built under `replacement_for`'s forked RNG: the same
+    numbers in every layer. Here one table after the other from the seeded RNG:
+    independent per layer, reproducible."""
+    for module in model.modules():
+        if type(module) in ATTENTIONS.values() and hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+
+
+def _unsupported(layer, attention, opt):
+    """Why this layer's self-attention stays OpenNMT-py's (None: ours applies)."""
+    if attention.num_kv > 0:
+        return "grouped keys and values (num_kv)"
+    if attention.parallel_gpu > 1:
+        return "tensor parallelism"
+    if getattr(layer, "sliding_window", 0) > 0:
+        return "sliding_window"
+    if "mha" in (getattr(opt, "use_ckpting", None) or []):
+        return "use_ckpting mha"
+    return None
+
+
+def replacement_for(stock, self_attn_type, method=None, values=None):
+    """Our attention for one stock module, reusing its parameters
+    (`method`, `values`: the relative_attention and relative_values options)."""
+    settings = dict(
+        head_count=stock.head_count,
+        model_dim=stock.linear_query.in_features,
+        dropout=stock.dropout_p,
+        is_decoder=stock.is_decoder,
+        add_qkvbias=stock.linear_query.bias is not None,
+    )
+    fused = self_attn_type != "scaled-dot"  # OpenNMT-py's name for the plain path
+    # Built under a forked RNG: the model's parameter initialization (after
+    # building) then draws exactly the numbers it draws for the stock model.
+    with torch.random.fork_rng(devices=[]):
+        attention = ATTENTIONS[scheme_of(stock, method)].from_stock(stock, settings, fused, values)
+    for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
+        setattr(attention, name, getattr(stock, name))
+    return attention
+
+
+def install(model, opt):
+    """Replace the self-attention of every Transformer encoder and decoder layer
+    of a freshly built model by ours, in place (before parameters are
+    initialized or loaded). `opt` has gone through `resolve_attention_options`.
+
+    Layers whose configuration we do not implement keep OpenNMT-py's module,
+    unless the chosen method exists only here (Music, separate value table).
+    """
+    method, values = getattr(opt, "relative_attention", None), getattr(opt, "relative_values", None)
+    needs_ours = method not in (None, "shaw") or values == "separate"
+    installed = set()
+    for layer in model.modules():
+        if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):
+            continue
+        stock = layer.self_attn
+        if type(stock) is not MultiHeadedAttention:  # e.g. the average attention decoder
+            continue
+        reason = _unsupported(layer, stock, opt)
+        if reason is None:
+            layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values)
+            installed.add(type(layer.self_attn).__name__)
+        elif needs_ours:
+            raise ValueError(f"relative_attention {method}, relative_values {values}: not available with {reason}")
+    if needs_ours and not installed:
+        raise ValueError(
+            f"relative_attention {method}, relative_values {values}: needs a Transformer "
+            "encoder-decoder model (encoder_type and decoder_type transformer)"
+        )
+    if installed:
+        logger.info("onmt-posenc self-attention: %s", ", ".join(sorted(installed)))
+
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

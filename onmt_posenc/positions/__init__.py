@@ -1,0 +1,76 @@
+"""Absolute position encodings, one file per scheme, each registered by name.
+
+A scheme is one small module with OpenNMT-py's `PositionalEncoding` calling
+convention, `forward(emb, step=None)`, so it drops into
+`Embeddings.make_embedding.pe` and keeps the parameter names of a plain APE model.
+Augmentation happens only under `self.training`; evaluation is a fixed encoding.
+
+`@register_position_encoding("name")` makes a scheme a choice of
+`src_position_encoding`/`tgt_position_encoding`; its class methods (see
+`PositionScheme`) add, check and read its own options. Every file in this folder
+is imported below, so adding a scheme is one new file (plus its tests): the
+options, the model builder and the runner find it here.
+"""
+import importlib
+import pkgutil
+
+# OpenNMT-py's sinusoid table has this many rows; SHAPE's and perSPE's add room.
+ONMT_TABLE_ROWS = 5000
+
+POSITION_ENCODINGS = {}
+
+
+def register_position_encoding(name):
+    """Class decorator: the scheme `name` of src/tgt_position_encoding."""
+
+    def register(cls):
+        if name in POSITION_ENCODINGS:
+            raise ValueError(f"position encoding {name!r} is registered twice")
+        cls.name = name
+        POSITION_ENCODINGS[name] = cls
+        return cls
+
+    return register
+
+
+class PositionScheme:
+    """What a registered scheme says about its options; by default it has none."""
+
+    # Its own options: setting one while no side uses the scheme is an error.
+    option_names = ()
+
+    @classmethod
+    def add_options(cls, group):
+        """Add the scheme's options to OpenNMT-py's model options."""
+
+    @classmethod
+    def check_options(cls, opt, used):
+        """Check the scheme's options and fill in their defaults; `used`: a side uses
+        the scheme. Raise ValueError naming the option at fault. By default the
+        options of a scheme no side uses are refused."""
+        if used:
+            return
+        for key in cls.option_names:
+            if getattr(opt, key, None) is not None:
+                raise ValueError(
+                    f"{key} is set but neither src_position_encoding nor tgt_position_encoding is '{cls.name}'"
+                )
+
+    @classmethod
+    def from_options(cls, dim, opt):
+        """The module for one side of `dim` features (None: no position module)."""
+        return cls(dim, opt.position_encoding_type)
+
+
+def install_position_encoding(embeddings, choice, opt):
+    """Put the position module of scheme `choice` at `embeddings.make_embedding.pe`."""
+    module = POSITION_ENCODINGS[choice].from_options(embeddings.embedding_size, opt)
+    if module is None:
+        return
+    # Embeddings.forward passes `step` to its last module only when this flag is set.
+    embeddings.position_encoding = True
+    embeddings.make_embedding.add_module("pe", module)
+
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

@@ -1,0 +1,100 @@
+"""A position method is one registered class: registering it makes it a choice of the
+options, the model builder builds it and its options are checked, with no other edit."""
+import math
+
+import onmt  # noqa: F401  (activates the extension)
+import pyonmttok
+import pytest
+import torch
+from onmt import model_builder
+from onmt.bin.train import _get_parser
+from onmt.constants import DefaultTokens
+from onmt.utils.parse import ArgumentParser
+
+from onmt_posenc.attention import ATTENTIONS, register_attention
+from onmt_posenc.attention.self_attention import SelfAttention
+from onmt_posenc.positions import POSITION_ENCODINGS, PositionScheme, register_position_encoding
+
+
+class ReversedPositions(PositionScheme, torch.nn.Module):
+    """A made-up scheme with one option: the embedding plus a learned vector times (-position)."""
+
+    option_names = ("reversed_weight",)
+
+    def __init__(self, dim, weight):
+        super().__init__()
+        self.dim, self.weight = dim, weight
+
+    def forward(self, emb, step=None):
+        positions = torch.arange(step or 0, (step or 0) + emb.size(1), dtype=emb.dtype)
+        return emb * math.sqrt(self.dim) - self.weight * positions[None, :, None]
+
+    @classmethod
+    def add_options(cls, group):
+        group.add("--reversed_weight", "-reversed_weight", type=float, default=None)
+
+    @classmethod
+    def check_options(cls, opt, used):
+        super().check_options(opt, used)
+        if used and opt.reversed_weight is None:
+            opt.reversed_weight = 0.5
+
+    @classmethod
+    def from_options(cls, dim, opt):
+        return cls(dim, opt.reversed_weight)
+
+
+class NearestKeyBias(SelfAttention):
+    """A made-up relative variant: -|j - i| added to the logits, the same for every head."""
+
+    def relative_logits(self, q, key_len):
+        keys = torch.arange(key_len)
+        queries = keys[key_len - q.size(2):, None]
+        return -(keys[None, :] - queries).abs().to(q.dtype)
+
+    @classmethod
+    def from_stock(cls, stock, settings, fused, values):
+        return cls(**settings, fused=fused)
+
+
+@pytest.fixture
+def registered():
+    register_position_encoding("reversed")(ReversedPositions)
+    register_attention("nearest")(NearestKeyBias)
+    yield
+    del POSITION_ENCODINGS["reversed"], ATTENTIONS["nearest"]
+
+
+def build(*args):
+    opt, _ = _get_parser().parse_known_args(
+        ["-data", "{}", "-src_vocab", "unused", "-encoder_type", "transformer", "-decoder_type", "transformer",
+         "-layers", "1", "-heads", "2", "-hidden_size", "8", "-word_vec_size", "8", "-transformer_ff", "16", *args]
+    )
+    ArgumentParser.update_model_opts(opt)
+    ArgumentParser.validate_model_opts(opt)
+    specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
+    vocab = pyonmttok.build_vocab_from_tokens([f"w{i}" for i in range(10)], special_tokens=specials)
+    vocabs = {"src": vocab, "tgt": vocab, "data_task": "seq2seq", "decoder_start_token": DefaultTokens.BOS}
+    return model_builder.build_base_model(opt, vocabs)
+
+
+def test_a_registered_position_scheme_is_an_option_and_is_built(registered):
+    model = build("-src_position_encoding", "reversed", "-position_encoding")
+    module = model.encoder.embeddings.make_embedding.pe
+    assert isinstance(module, ReversedPositions) and module.weight == 0.5  # its default, filled in by its check
+    assert isinstance(build("-src_position_encoding", "reversed", "-reversed_weight", "2").encoder.embeddings
+                      .make_embedding.pe, ReversedPositions)
+    with pytest.raises(ValueError, match="reversed_weight is set but neither .* is 'reversed'"):
+        build("-position_encoding", "-reversed_weight", "2")
+
+
+def test_a_registered_attention_variant_is_a_relative_attention_choice(registered):
+    model = build("-max_relative_positions", "4", "-relative_attention", "nearest")
+    assert all(type(layer.self_attn) is NearestKeyBias for layer in model.encoder.transformer)
+    with pytest.raises(SystemExit):  # not registered: not a choice
+        build("-max_relative_positions", "4", "-relative_attention", "farthest")
+
+
+def test_an_unregistered_name_is_refused_by_the_parser():
+    with pytest.raises(SystemExit):
+        build("-src_position_encoding", "reversed")
