@@ -24,33 +24,67 @@ that module is imported) wraps four of its functions so that they export what
 - Shaw et al. (2018) relative positions, with OpenNMT-py's one table for keys and
   values or with separate tables (`relative_values: separate`): CTranslate2's
   attention has both `relative_position_keys` and `relative_position_values`.
+- Rotary positions (`max_relative_positions: -1`) in an encoder-decoder model, in
+  the self-attention of both stacks, with the model's `rotary_interleave`,
+  `rotary_theta` and `rotary_dim`. OpenNMT-py rotates queries and keys, then
+  scales; CTranslate2's rotary attention does the same and means the same by
+  each option (0 dimensions: the whole head). The stock converter builds
+  encoder-decoder models without rotary (CTranslate2 issues 1283, 1657), so the
+  attributes that CTranslate2's own attention spec declares for them are added
+  to its layers.
+- T5's relative attention bias (`relative_positions_buckets: N`, with
+  `max_relative_positions` as T5's max distance) in an encoder-decoder model.
+  CTranslate2's bias uses OpenNMT-py's buckets (bidirectional in the encoder, the
+  past only in the decoder) and is added where OpenNMT-py adds it, to the scaled
+  q.k. OpenNMT-py learns a table per layer. CTranslate2 4.8.1 (its source) adds
+  the first layer's table in every layer of a stack, as T5 shares one; 4.8.5
+  (measured) adds each layer's own when the tables differ. The export asks for
+  4.8.5, records that in config.json, and `open_translator` refuses an older
+  CTranslate2.
+
+A stack with positions in its self-attention has no position table in CTranslate2
+(it never reads one), so these models export with 'none' on both sides only.
 
 Refused, with the reason: Music Transformer relative attention (its distance
 embeddings are per head, CTranslate2's relative tables are shared by the heads),
-relative attention combined with an absolute encoding (a CTranslate2 stack has
-either relative positions or a position table, never both), and rotary or ALiBi
-positions in an encoder-decoder model (the converter builds those without them).
+positions in the attention combined with an absolute encoding (a CTranslate2
+stack has one or the other, never both), ALiBi (`max_relative_positions: -2`) in
+an encoder-decoder model (OpenNMT-py adds it in the encoder too; CTranslate2 has
+ALiBi in decoders only), and T5's bias with a CTranslate2 older than 4.8.5.
 
 Flash attention: CTranslate2's `FlashMultiHeadAttention` (decoder self-attention,
-`ctranslate2.Translator(..., flash_attention=True)`, CUDA only) has no relative
-position code, and a decoder without relative positions adds generated sinusoids
-instead, silently (CTranslate2 4.8's source). Shaw models therefore get (1) a
-note in config.json, (2) `open_translator`, which refuses flash attention for
-them, and (3) a one-row position table in the decoder: the normal path never
-reads it, a decoder that does (the flash path) stops at the second target
-position with CTranslate2's "No position encodings are defined for positions >= 1".
+`ctranslate2.Translator(..., flash_attention=True)`, CUDA only) has rotary and
+ALiBi but no relative position code, and a decoder without relative positions
+adds generated sinusoids instead, silently (CTranslate2 4.8's source). Shaw and
+T5 models therefore get (1) a note in config.json, (2) `open_translator`, which
+refuses flash attention for them, and (3) a one-row position table in the
+decoder: the normal path never reads it, a decoder that does (the flash path)
+stops at the second target position with CTranslate2's "No position encodings
+are defined for positions >= 1".
 """
 import argparse
 import collections
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 STACKS = {"src": "encoder", "tgt": "decoder"}
+# Each stack's self-attention modules in OpenNMT-py (checkpoint keys), by layer.
+SELF_ATTENTION_SCOPES = {
+    "encoder": "encoder.transformer.{}.self_attn",
+    "decoder": "decoder.transformer_layers.{}.self_attn",
+}
 METADATA_KEY = "onmt_posenc"
+# The first CTranslate2 release checked to add each layer's own T5 bias table when
+# a stack's tables differ (4.8.1's source adds the first layer's in every layer).
+T5_PER_LAYER_TABLES = "4.8.5"
+# The positions in the attention that CTranslate2's flash attention leaves out.
+DROPPED_BY_FLASH_ATTENTION = ("shaw", "t5")
 FLASH_ATTENTION_NOTE = (
     "Do not run this model with flash_attention=True: CTranslate2's flash attention "
     "drops relative positions. onmt_posenc.export.open_translator refuses it; a "
@@ -65,6 +99,10 @@ class NotExportableError(ValueError):
 
 class FlashAttentionRefusedError(ValueError):
     """Flash attention would drop this model's relative positions."""
+
+
+class CTranslate2TooOldError(ValueError):
+    """The installed CTranslate2 would compute this exported model differently."""
 
 
 @dataclass(frozen=True)
@@ -134,20 +172,52 @@ def position_term(model_opt, variables, side):
     return PositionTerm(scale.mean().item(), table.float())
 
 
+def attention_positions(model_opt):
+    """The positions OpenNMT-py's self-attention adds: the onmt_posenc.attention
+    variant ('t5', 'rotary', 'alibi', 'shaw' or 'music'); None if it adds none."""
+    from onmt_posenc.attention import scheme_of
+
+    method = scheme_of(model_opt, model_opt.relative_attention)
+    return None if method == "absolute" else method
+
+
+def _attention_option(model_opt):
+    """The option that puts positions in the attention, as the user set it."""
+    if model_opt.relative_positions_buckets > 0:
+        return f"relative_positions_buckets {model_opt.relative_positions_buckets}"
+    return f"max_relative_positions {model_opt.max_relative_positions}"
+
+
+def _release(version):
+    """'4.8.5' -> (4, 8, 5), to compare versions."""
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
 def check_exportable(model_opt):
     """Raise NotExportableError for what CTranslate2 cannot run, saying why."""
-    if model_opt.max_relative_positions < 0 and model_opt.decoder_type != "transformer_lm":
+    import ctranslate2
+
+    method = attention_positions(model_opt)
+    encoder_decoder = model_opt.decoder_type != "transformer_lm"
+    if method == "alibi" and encoder_decoder:
         raise NotExportableError(
-            f"max_relative_positions {model_opt.max_relative_positions} (rotary or ALiBi) in an "
-            "encoder-decoder model: CTranslate2's OpenNMT-py converter builds encoder-decoder "
-            "models without them"
+            "max_relative_positions -2 (ALiBi) in an encoder-decoder model: OpenNMT-py adds "
+            "ALiBi's distance bias in the encoder's self-attention too, and CTranslate2 has "
+            "ALiBi in decoders only"
         )
-    if model_opt.max_relative_positions > 0 and model_opt.relative_attention == "music":
+    if method == "music":
         raise NotExportableError(
             "relative_attention music: its relative logits use a distance embedding per "
             "layer and head; CTranslate2's relative position tables (Shaw et al.) are "
             "shared by all heads of a layer, and its relative attention bias (T5) is "
             "one scalar per head and distance, independent of the query"
+        )
+    if method == "t5" and _release(ctranslate2.__version__) < _release(T5_PER_LAYER_TABLES):
+        raise NotExportableError(
+            f"relative_positions_buckets {model_opt.relative_positions_buckets} (T5 bias) with "
+            f"CTranslate2 {ctranslate2.__version__}: before {T5_PER_LAYER_TABLES} it adds the first "
+            "layer's bias table in every layer of a stack (T5 shares one), and OpenNMT-py "
+            "learns a table per layer"
         )
 
 
@@ -156,13 +226,28 @@ def metadata(model_opt, sides=tuple(STACKS)):
     info = {f"{side}_position_encoding": getattr(model_opt, f"{side}_position_encoding") for side in sides}
     if "shape" in info.values():
         info["shape_inference_offset"] = model_opt.shape_inference_offset
-    if model_opt.max_relative_positions > 0:
+    method = attention_positions(model_opt)
+    if method == "shaw":
         info.update(
             max_relative_positions=model_opt.max_relative_positions,
             relative_attention=model_opt.relative_attention,
             relative_values=model_opt.relative_values,
-            flash_attention=FLASH_ATTENTION_NOTE,
         )
+    elif method == "t5":
+        info.update(
+            relative_positions_buckets=model_opt.relative_positions_buckets,
+            max_relative_positions=model_opt.max_relative_positions,
+            minimum_ctranslate2=T5_PER_LAYER_TABLES,
+        )
+    elif method == "rotary":
+        info.update(
+            max_relative_positions=model_opt.max_relative_positions,
+            rotary_interleave=model_opt.rotary_interleave,
+            rotary_theta=model_opt.rotary_theta,
+            rotary_dim=model_opt.rotary_dim,
+        )
+    if method in DROPPED_BY_FLASH_ATTENTION:
+        info["flash_attention"] = FLASH_ATTENTION_NOTE
     return info
 
 
@@ -178,32 +263,73 @@ def _flash_attention_tripwire(decoder_spec, dim):
     vars(decoder_spec)["position_encodings"] = tripwire
 
 
+def _positions_in_attention(spec, model_opt, variables, method):
+    """Add the model's rotary positions or T5 bias to the self-attention of every
+    layer of an encoder-decoder spec that the stock converter built for absolute
+    positions. Which attributes, of which types: those that CTranslate2's own
+    `MultiHeadAttentionSpec` constructor declares for them. The stacks lose their
+    position tables: CTranslate2 never reads one in a stack with positions in its
+    attention."""
+    from ctranslate2.specs.attention_spec import MultiHeadAttentionSpec
+
+    if method == "rotary":
+        declared = MultiHeadAttentionSpec(
+            self_attention=True,
+            rotary_dim=model_opt.rotary_dim,
+            rotary_interleave=model_opt.rotary_interleave,
+            rotary_base=model_opt.rotary_theta,
+        )
+    else:
+        declared = MultiHeadAttentionSpec(self_attention=True, relative_attention_bias=True)
+    for stack, scope in SELF_ATTENTION_SCOPES.items():
+        stack_spec = getattr(spec, stack)
+        delattr(stack_spec, "position_encodings")
+        for i, layer in enumerate(stack_spec.layer):
+            attention = layer.self_attention
+            for name, value in vars(declared).items():
+                # Specs are frozen to the attributes their constructor made: added past the guard.
+                vars(attention).setdefault(name, value)
+            if method == "t5":
+                attention.relative_attention_bias = variables[f"{scope.format(i)}.relative_attention_bias.weight"]
+                attention.relative_attention_max_distance = np.int32(model_opt.max_relative_positions)
+
+
 def _exporting(stock_build_spec):
     """Wrap a converter function (opt, variables, ...) -> model spec: give it each
-    side's position table, then set each side's embedding scale."""
+    side's position table, then set each side's embedding scale and, in an
+    encoder-decoder model, the rotary positions or T5 bias it leaves out."""
 
     @functools.wraps(stock_build_spec)
     def build_spec(opt, variables, *args, **kwargs):
         model_opt = model_options(opt)
-        relative = model_opt.max_relative_positions > 0
+        method = attention_positions(model_opt)
         terms, tables = {}, {}
         for side, stack in STACKS.items():
             if f"{stack}.embeddings.make_embedding.emb_luts.0.weight" not in variables:
                 continue  # a decoder-only model has no encoder
             terms[side] = term = position_term(model_opt, variables, side)
-            if relative and not term.is_zero():
+            if method is not None and not term.is_zero():
                 raise NotExportableError(
                     f"{side}_position_encoding {getattr(model_opt, f'{side}_position_encoding')} with "
-                    "max_relative_positions > 0: a CTranslate2 stack has relative positions or "
-                    "a position table, not both"
+                    f"{_attention_option(model_opt)}: a CTranslate2 stack has positions in its "
+                    "attention or a position table, not both"
                 )
-            if not relative:
-                tables[f"{stack}.embeddings.make_embedding.pe.pe"] = term.table
+            tables[f"{stack}.embeddings.make_embedding.pe.pe"] = term.table
+        # The stock converter builds encoder-decoder models without rotary
+        # positions or T5's bias; they are added to its spec below.
+        stock_leaves_out = method in ("rotary", "t5") and model_opt.decoder_type != "transformer_lm"
+        if stock_leaves_out and method == "t5":
+            # T5's max distance, max_relative_positions, would make it build Shaw
+            # layers and look for their tables: it builds absolute ones instead.
+            opt = argparse.Namespace(**vars(opt))
+            opt.max_relative_positions = 0
         spec = stock_build_spec(opt, collections.ChainMap(tables, variables), *args, **kwargs)
         for side, term in terms.items():
             getattr(spec, STACKS[side]).scale_embeddings = term.scale
         spec.config.layer_norm_epsilon = model_opt.norm_eps
-        if relative:
+        if stock_leaves_out:
+            _positions_in_attention(spec, model_opt, variables, method)
+        if method in DROPPED_BY_FLASH_ATTENTION:
             _flash_attention_tripwire(spec.decoder, terms["tgt"].table.size(1))
         spec.config.add_attribute(METADATA_KEY, metadata(model_opt, terms))
         return spec
@@ -268,9 +394,17 @@ def read_metadata(model_dir):
 
 def open_translator(model_dir, **kwargs):
     """`ctranslate2.Translator(model_dir, **kwargs)`, refusing flash attention
-    for a model whose relative positions it would drop."""
+    for a model whose relative positions it would drop, and a CTranslate2 older
+    than the model needs."""
     import ctranslate2
 
-    if kwargs.get("flash_attention") and "relative_attention" in read_metadata(model_dir):
+    info = read_metadata(model_dir)
+    if kwargs.get("flash_attention") and "flash_attention" in info:
         raise FlashAttentionRefusedError(f"{model_dir}: {FLASH_ATTENTION_NOTE}")
+    needed = info.get("minimum_ctranslate2")
+    if needed and _release(ctranslate2.__version__) < _release(needed):
+        raise CTranslate2TooOldError(
+            f"{model_dir}: its T5 bias has a table per layer, which CTranslate2 before {needed} "
+            f"replaces by the first layer's; this is CTranslate2 {ctranslate2.__version__}"
+        )
     return ctranslate2.Translator(str(model_dir), **kwargs)

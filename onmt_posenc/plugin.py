@@ -393,12 +393,15 @@ def _no_empty_translation_on_failure():
 def _errors_in_one_line():
     """The project's own errors say what is wrong, and where, in one line; raised inside
     a stock command (onmt_average_models and onmt_release_model load checkpoints with no
-    check before), they reach the top uncaught, and the traceback above them is noise.
+    check before; onmt_release_model's CTranslate2 export refuses what it cannot
+    represent), they reach the top uncaught, and the traceback above them is noise.
     Only the main thread of a command, and only these errors (status 1)."""
+    from onmt_posenc.export import CTranslate2TooOldError, NotExportableError
     from onmt_posenc.transforms.concat_pairs import ConcatPairsError
     from onmt_posenc.transforms.phrase_boundaries import PhraseFileError
 
-    one_line = (checkpoints.CheckpointError, checkpoints.UnsafeCheckpointError, ConcatPairsError, PhraseFileError)
+    one_line = (checkpoints.CheckpointError, checkpoints.UnsafeCheckpointError, ConcatPairsError, PhraseFileError,
+                NotExportableError, CTranslate2TooOldError)
     stock_excepthook = sys.excepthook
 
     def excepthook(kind, error, traceback):

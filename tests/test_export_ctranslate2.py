@@ -1,6 +1,7 @@
 """CTranslate2 export (`onmt_release_model --format ctranslate2`) of APE, SHAPE,
-per-side encodings and Shaw RPE, checked against `onmt_translate` on 300 real
-sentences, greedy and beam 4.
+per-side encodings, randomized positions, CAPE, Shaw RPE, rotary positions and T5's
+bias, checked against `onmt_translate` on 300 real sentences, greedy and beam 4,
+and token by token against OpenNMT-py's scores of the reference translations.
 
 Data: small_parallel_enja (En->Ja), the 2,000 training pairs in tests/data. Its
 short sentences make 300-sentence decoding fast, and a 150-step 2-layer d=64 model
@@ -27,6 +28,7 @@ from onmt.bin.translate import _get_parser, translate
 from onmt.modules.embeddings import PositionalEncoding
 
 from onmt_posenc import export
+from onmt_posenc.analysis import models, token_nll
 
 ENJA = TEST_DATA / "small_parallel_enja"
 SENTENCES = 300
@@ -40,17 +42,39 @@ TRAINED = {
     "ape": {"position_encoding": True},
     "shape": {"shape_max_shift": SHAPE_K, "shape_inference_offset": SHAPE_K},
     "per_side": {"src_position_encoding": "sinusoidal", "tgt_position_encoding": "none"},
+    # One model for the two, to save a training: randomized positions in the encoder
+    # (L = 64 >= the longest training sequence, 16 tokens), CAPE in the decoder.
+    "randomized_cape": {"src_position_encoding": "randomized", "tgt_position_encoding": "cape",
+                        "randomized_max_position": 64},
     "shaw_shared": {"max_relative_positions": 16},
     "shaw_separate": {"max_relative_positions": 16, "relative_values": "separate"},
-}
+    # OpenNMT-py's defaults: rotary_interleave off (a store_true flag), theta 10000, the whole head.
+    "rotary": {"max_relative_positions": -1},
+    # T5's own settings: 32 buckets, max distance 128.
+    "t5": {"relative_positions_buckets": 32, "max_relative_positions": 128},
+}  # fmt: skip
 # Only their export is tried (it must be refused), so one step is enough.
 REFUSED = {
     "music": {"max_relative_positions": 16, "relative_attention": "music"},
     "shaw_with_ape": {"max_relative_positions": 16, "src_position_encoding": "sinusoidal"},
+    "alibi": {"max_relative_positions": -2},
+}
+# The trained rotary model with OpenNMT-py's other rotary options (its weights
+# were trained for the default ones): checked by their scores only.
+ROTARY_OPTIONS = {
+    "rotary_interleaved_theta_1000": {"rotary_interleave": True, "rotary_theta": 1000},
+    # 8 of the 16 dimensions of a head; OpenNMT-py's interleaved rotation needs them all.
+    "rotary_dim_8": {"rotary_dim": 8},
 }
 # What is exported and compared: the SHAPE model once as trained (the released
 # code's inference offset K) and once with the paper's offset 0.
-VARIANTS = ["ape", "shape_offset_0", f"shape_offset_{SHAPE_K}", "per_side", "shaw_shared", "shaw_separate"]
+VARIANTS = ["ape", "shape_offset_0", f"shape_offset_{SHAPE_K}", "per_side", "randomized_cape", "shaw_shared",
+            "shaw_separate", "rotary", "t5"]  # fmt: skip
+SCORED = VARIANTS + list(ROTARY_OPTIONS)
+# Largest difference of a token's log-probability between the engines: float32
+# sums in different orders stay below 1e-5 here, each wrong T5 computation tried
+# below moves them by 0.3 and more.
+SCORE_GAP = 1e-4
 
 
 def config(workdir, name, steps, extra):
@@ -122,7 +146,8 @@ def workdir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def checkpoints(workdir):
-    """Every trained checkpoint by name; the SHAPE model under both offsets."""
+    """Every trained checkpoint by name; the SHAPE model under both offsets, the
+    rotary model under each of ROTARY_OPTIONS."""
     vocab = config(workdir, "vocab", 1, {"save_data": str(workdir / "samples"), "overwrite": True})
     run([command("onmt_build_vocab"), "-config", vocab, "-n_sample", "-1"])
     jobs = {name: (150, extra) for name, extra in TRAINED.items()}
@@ -139,20 +164,26 @@ def checkpoints(workdir):
     checkpoint["opt"].shape_inference_offset = 0
     paths["shape_offset_0"] = workdir / "shape_offset_0.pt"
     torch.save(checkpoint, paths["shape_offset_0"])
+    # Rotation options are not parameters: the rotary checkpoint loads under any of them.
+    for name, options in ROTARY_OPTIONS.items():
+        checkpoint = torch.load(paths["rotary"])
+        vars(checkpoint["opt"]).update(options)
+        paths[name] = workdir / f"{name}.pt"
+        torch.save(checkpoint, paths[name])
     return paths
 
 
 @pytest.fixture(scope="module")
 def exported(workdir, checkpoints):
     """Each variant released with the stock command, as a user would."""
-    dirs = {name: workdir / f"ct2_{name}" for name in VARIANTS}
+    dirs = {name: workdir / f"ct2_{name}" for name in SCORED}
     run_two_at_a_time(
         (
             [command("onmt_release_model"), "--model", checkpoints[name], "--output", dirs[name],
              "--format", "ctranslate2"],
             workdir / f"{name}.release.log",
         )
-        for name in VARIANTS
+        for name in SCORED
     )  # fmt: skip
     return dirs
 
@@ -219,6 +250,84 @@ def test_ctranslate2_translates_as_onmt_translate(name, beam, exported, sources,
     assert not not_ties, {i: (gap, " ".join(ours[i]), " ".join(reference[i])) for i, gap in not_ties.items()}
 
 
+@pytest.fixture(scope="module")
+def gold_pairs():
+    """(sources, references) as token lists: the 300 test pairs, then 12 pairs of
+    fifteen joined test pairs each (references of 153 to 183 tokens: distances
+    past T5's max distance 128)."""
+    sources = models.read_lines(ENJA / "test.en", SENTENCES)
+    references = models.read_lines(ENJA / "test.ja", SENTENCES)
+    for first in range(0, 180, 15):
+        sources.append(sum(sources[first : first + 15], []))
+        references.append(sum(references[first : first + 15], []))
+    return sources, references
+
+
+def onmt_log_probs(loaded, pairs):
+    """OpenNMT-py's log-probability of each reference token and of the end of
+    sentence, by teacher forcing (the terms of onmt_translate's GOLD SCORE)."""
+    return [[-nll for nll in sentence] for sentence in token_nll.token_nlls(loaded, *pairs)]
+
+
+def ct2_log_probs(model_dir, pairs):
+    """The same, by CTranslate2's score_batch."""
+    return [result.log_probs for result in export.open_translator(model_dir, intra_threads=1).score_batch(*pairs)]
+
+
+def largest_gap(ours, theirs):
+    assert [len(sentence) for sentence in ours] == [len(sentence) for sentence in theirs]
+    return max(abs(a - b) for x, y in zip(ours, theirs) for a, b in zip(x, y))
+
+
+@pytest.mark.parametrize("name", SCORED)
+def test_ctranslate2_scores_as_onmt(name, checkpoints, exported, gold_pairs, capsys):
+    """Token by token, the whole computation: each engine's log-probability of
+    every reference token, at every position of references up to 183 tokens."""
+    gap = largest_gap(onmt_log_probs(models.load_model(checkpoints[name]), gold_pairs),
+                      ct2_log_probs(exported[name], gold_pairs))  # fmt: skip
+    with capsys.disabled():
+        print(f"\n{name}: largest log-probability gap {gap:.1e}")
+    assert gap < SCORE_GAP
+
+
+def t5_attentions(stack):
+    """The self-attention modules of a stack, each with its own T5 table."""
+    return [module for module in stack.modules() if getattr(module, "relative_attention_bias", None) is not None]
+
+
+def bias_before_scaling(model):
+    """(q.k + b) / sqrt(d) is q.k / sqrt(d) with the tables divided by sqrt(d)."""
+    for attention in t5_attentions(model):
+        attention.relative_attention_bias.weight.data /= attention.dim_per_head**0.5
+
+
+def directions_swapped(model):
+    """Causal buckets in the encoder, bidirectional ones in the decoder."""
+    for attention in t5_attentions(model):
+        attention.is_decoder = not attention.is_decoder
+
+
+def first_table_in_every_layer(model):
+    """What CTranslate2 4.8.1 computes (it shares a stack's first table, as T5)."""
+    for stack in (model.encoder, model.decoder):
+        first, *others = t5_attentions(stack)
+        for attention in others:
+            attention.relative_attention_bias.weight.data.copy_(first.relative_attention_bias.weight)
+
+
+@pytest.mark.parametrize("other_computation", [bias_before_scaling, directions_swapped, first_table_in_every_layer])
+def test_t5_bias_computed_where_onmt_computes_it(other_computation, checkpoints, exported, gold_pairs, capsys):
+    """The T5 score parity above could not pass with the bias added before the
+    1/sqrt(d) scaling, with the bidirectional side swapped, or with one table
+    per stack: each moves OpenNMT-py's scores far from CTranslate2's."""
+    loaded = models.load_model(checkpoints["t5"])
+    other_computation(loaded.model)
+    gap = largest_gap(onmt_log_probs(loaded, gold_pairs), ct2_log_probs(exported["t5"], gold_pairs))
+    with capsys.disabled():
+        print(f"\nt5, OpenNMT-py with {other_computation.__name__}: largest log-probability gap {gap:.2f}")
+    assert gap > 1000 * SCORE_GAP
+
+
 def test_shape_offset_changes_translations(onmt_translations):
     """The offset must matter, or the SHAPE parity above could not catch an export
     that ignores it."""
@@ -236,7 +345,11 @@ def test_shape_offset_changes_translations(onmt_translations):
         ("shape_offset_0", "tgt", 0),
         ("per_side", "src", 0),
         ("per_side", "tgt", None),
+        ("randomized_cape", "src", 0),
+        ("randomized_cape", "tgt", 0),
         ("shaw_shared", "src", None),
+        ("rotary", "tgt", None),
+        ("t5", "src", None),
     ],
 )
 def test_exported_position_term_is_onmt_sinusoid_from_the_offset(checkpoints, name, side, first_row):
@@ -260,7 +373,8 @@ def test_exported_position_term_is_onmt_sinusoid_from_the_offset(checkpoints, na
     "name, reason",
     [
         ("music", "relative_attention music: its relative logits use a distance embedding per layer and head"),
-        ("shaw_with_ape", "src_position_encoding sinusoidal with max_relative_positions > 0"),
+        ("shaw_with_ape", "src_position_encoding sinusoidal with max_relative_positions 16: a CTranslate2 stack"),
+        ("alibi", "max_relative_positions -2 (ALiBi) in an encoder-decoder model: OpenNMT-py adds"),
     ],
 )
 def test_release_refuses_what_ctranslate2_cannot_run(workdir, checkpoints, name, reason):
@@ -270,17 +384,22 @@ def test_release_refuses_what_ctranslate2_cannot_run(workdir, checkpoints, name,
         expect_ok=False,
     )
     assert result.returncode != 0
-    assert reason in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"onmt_release_model: error: {reason}")
+    assert "Traceback" not in result.stderr
     assert not (output / "model.bin").exists()
 
 
-def test_rotary_encoder_decoder_refused(checkpoints):
-    """CTranslate2's converter builds encoder-decoder models without rotary or ALiBi
-    positions; the stock converter would fail on a missing table, ours says why."""
-    opt = torch.load(checkpoints["ape"])["opt"]
-    opt.position_encoding, opt.max_relative_positions = False, -1
-    with pytest.raises(export.NotExportableError, match="rotary or ALiBi"):
-        export.check_exportable(export.model_options(opt))
+def test_t5_needs_ctranslate2_with_a_table_per_layer(checkpoints, exported, monkeypatch):
+    """Exported with CTranslate2 4.8.1, or run by it, the T5 model would compute
+    `first_table_in_every_layer` (above): both are refused."""
+    import ctranslate2
+
+    assert export.read_metadata(exported["t5"])["minimum_ctranslate2"] == "4.8.5"
+    monkeypatch.setattr(ctranslate2, "__version__", "4.8.1")
+    with pytest.raises(export.NotExportableError, match="before 4.8.5 it adds the first layer's bias table"):
+        export.check_exportable(export.model_options(torch.load(checkpoints["t5"])["opt"]))
+    with pytest.raises(export.CTranslate2TooOldError, match="this is CTranslate2 4.8.1"):
+        export.open_translator(exported["t5"])
 
 
 def test_converter_api_exports_separate_tables(workdir, checkpoints, exported, sources):
@@ -298,7 +417,11 @@ def test_exported_layer_norm_epsilon_is_onmt(exported):
 
 
 def test_flash_attention_refused_for_relative_positions(exported):
+    """Refused for Shaw and T5, which CTranslate2's flash attention drops; not for
+    rotary positions, which it applies."""
     assert "flash_attention" in export.read_metadata(exported["shaw_separate"])
+    assert "flash_attention" in export.read_metadata(exported["t5"])
+    assert "flash_attention" not in export.read_metadata(exported["rotary"])
     assert export.read_metadata(exported[f"shape_offset_{SHAPE_K}"]) == {
         "src_position_encoding": "shape",
         "tgt_position_encoding": "shape",

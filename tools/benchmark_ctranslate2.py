@@ -32,6 +32,10 @@ def describe(checkpoint_path):
     info = export.metadata(export.model_options(torch.load(checkpoint_path)["opt"]))
     if "relative_attention" in info:
         return f"{info['relative_attention']} {info['relative_values']} (+-{info['max_relative_positions']})"
+    if "relative_positions_buckets" in info:
+        return f"T5 bias, {info['relative_positions_buckets']} buckets up to {info['max_relative_positions']}"
+    if "rotary_theta" in info:
+        return f"rotary{' interleaved' if info['rotary_interleave'] else ''}, theta {info['rotary_theta']}"
     sides = f"{info['src_position_encoding']}/{info['tgt_position_encoding']}"
     return sides + (f" offset {info['shape_inference_offset']}" if "shape_inference_offset" in info else "")
 

@@ -57,8 +57,9 @@ def relative_attention_choices():
 
 
 def scheme_of(stock, relative_attention):
-    """The variant for a stock module: T5 buckets first (as in OpenNMT-py), then
-    max_relative_positions 0 / -1 / -2, else the relative_attention option."""
+    """The variant for a stock module (or for model options, which name the same
+    attributes): T5 buckets first (as in OpenNMT-py), then max_relative_positions
+    0 / -1 / -2, else the relative_attention option."""
     if stock.relative_positions_buckets > 0:
         return "t5"
     return {0: "absolute", -1: "rotary", -2: "alibi"}.get(stock.max_relative_positions, relative_attention or "shaw")
