@@ -24,31 +24,21 @@ registered name is a choice of our `relative_attention` option (with
 below. `install(model, opt)` swaps them into a freshly built OpenNMT-py model
 (`onmt_posenc.plugin` calls it right after `build_task_specific_model`).
 """
-import importlib
-import pkgutil
-
 import torch
 from onmt.decoders.transformer import TransformerDecoderLayer
 from onmt.encoders.transformer import TransformerEncoderLayer
 from onmt.modules.multi_headed_attn import MultiHeadedAttention
 from onmt.utils.logging import logger
 
+from onmt_posenc.registry import import_every_module, registering
+
 ATTENTIONS = {}
 # Chosen by OpenNMT-py's own options (see `scheme_of`); the rest by relative_attention.
 STOCK_SCHEMES = ("absolute", "rotary", "alibi", "t5")
 
 
-def register_attention(name):
-    """Class decorator: the self-attention variant `name`."""
-
-    def register(cls):
-        if name in ATTENTIONS:
-            raise ValueError(f"attention {name!r} is registered twice")
-        cls.name = name
-        ATTENTIONS[name] = cls
-        return cls
-
-    return register
+# Class decorator: the self-attention variant `name`.
+register_attention = registering(ATTENTIONS, "attention")
 
 
 def relative_attention_choices():
@@ -142,5 +132,4 @@ def install(model, opt):
         logger.info("onmt-posenc self-attention: %s", ", ".join(sorted(installed)))
 
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+import_every_module(__name__, __path__)

@@ -11,26 +11,15 @@ Augmentation happens only under `self.training`; evaluation is a fixed encoding.
 is imported below, so adding a scheme is one new file (plus its tests): the
 options, the model builder and the runner find it here.
 """
-import importlib
-import pkgutil
+from onmt_posenc.registry import import_every_module, registering
 
 # OpenNMT-py's sinusoid table has this many rows; SHAPE's and perSPE's add room.
 ONMT_TABLE_ROWS = 5000
 
 POSITION_ENCODINGS = {}
 
-
-def register_position_encoding(name):
-    """Class decorator: the scheme `name` of src/tgt_position_encoding."""
-
-    def register(cls):
-        if name in POSITION_ENCODINGS:
-            raise ValueError(f"position encoding {name!r} is registered twice")
-        cls.name = name
-        POSITION_ENCODINGS[name] = cls
-        return cls
-
-    return register
+# Class decorator: the scheme `name` of src/tgt_position_encoding.
+register_position_encoding = registering(POSITION_ENCODINGS, "position encoding")
 
 
 class PositionScheme:
@@ -72,5 +61,4 @@ def install_position_encoding(embeddings, choice, opt):
     embeddings.make_embedding.add_module("pe", module)
 
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+import_every_module(__name__, __path__)
