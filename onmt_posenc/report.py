@@ -294,8 +294,8 @@ class Report:
             return
         self.add("## Shift invariance of the encoder", "",
                  "Mean cosine similarity of encoder states when all positions are offset by k. "
-                 "A model without absolute positions is 1.0 by construction (nothing to shift): "
-                 "that row is no measurement.", "")
+                 "An encoder without absolute positions (relative positions in its attention, or "
+                 "none at all) is 1.0 by construction (nothing to shift): that row is no measurement.", "")
         rows, images = [], []
         for record, result in results:
             path = self.plots / f"shift_{record['id'].replace('/', '_')}.png"
@@ -304,7 +304,7 @@ class Report:
             value = f"{result['mean_off_diagonal']:.3f}"
             rows.append([record["id"], value if result["absolute_positions"] else f"{value} (by construction)",
                          ", ".join(str(k) for k in result["offsets"]),
-                         "yes" if result["absolute_positions"] else "no (relative only)"])
+                         "yes" if result["absolute_positions"] else "no"])
         self.table(["run", "mean similarity across offsets", "offsets", "absolute positions"], rows)
         for path, alt in images:
             self.image(path, alt)
@@ -349,9 +349,15 @@ class Report:
         self.add("## Position ablation", "",
                  "Teacher-forced features and perplexity of each trained model as trained and with its "
                  "absolute position encoding removed (both sides).", "")
-        rows = [[r["id"], " + ".join(a["removed_from"]) or "none (no absolute PE)",
-                 f"{a['encoder_cosine']:.3f}", f"{a['decoder_cosine']:.3f}",
-                 f"{a['perplexity_kept']:.2f}", f"{a['perplexity_removed']:.2f}"] for r, a in results]
+        rows = []
+        for record, result in results:
+            if result["removed_from"]:
+                removed = [" + ".join(result["removed_from"]), f"{result['encoder_cosine']:.3f}",
+                           f"{result['decoder_cosine']:.3f}"]
+                ppl_removed = f"{result['perplexity_removed']:.2f}"
+            else:  # the model is unchanged: 1 and the same perplexity by construction, no measurement
+                removed, ppl_removed = ["nothing (no absolute positions)", "–", "–"], "–"
+            rows.append([record["id"], *removed, f"{result['perplexity_kept']:.2f}", ppl_removed])
         self.table(["run", "removed from", "encoder cosine", "decoder cosine", "ppl kept", "ppl removed"], rows)
         config = next(r["config"] for r, _ in results)
         dim = config.get("word_vec_size") or config.get("hidden_size") or 512
