@@ -52,8 +52,19 @@ def add_model_options(parser):
 def resolve_attention_options(opt):
     """Check the relative attention options and fill in their defaults.
 
-    Raises ValueError naming the option at fault.
+    Raises ValueError naming the option at fault; also for two mistakes OpenNMT-py
+    meets only with a bare assert when it builds the model, or a garbled message.
     """
+    if getattr(opt, "position_encoding", False) and opt.max_relative_positions != 0:
+        raise ValueError(
+            f"position_encoding is true with max_relative_positions {opt.max_relative_positions}: OpenNMT-py's "
+            "model takes absolute positions or positions in its attention, not both (position_encoding: "
+            "false for rotary, ALiBi or relative attention)"
+        )
+    heads = getattr(opt, "heads", None)
+    for dim in model_dimensions(opt):
+        if heads and dim % heads:
+            raise ValueError(f"heads {heads} does not divide hidden_size {dim}: each head takes hidden_size / heads")
     # OpenNMT-py: T5 buckets take precedence, max_relative_positions is then their max distance.
     t5_buckets = getattr(opt, "relative_positions_buckets", 0) > 0
     if opt.max_relative_positions <= 0 or t5_buckets:
@@ -76,6 +87,14 @@ def resolve_attention_options(opt):
                 "decoder's causal form has no embeddings for future positions"
             )
     return opt
+
+
+def model_dimensions(opt):
+    """The encoder's and decoder's model dimensions: hidden_size, which OpenNMT-py copies
+    to enc_hid_size and dec_hid_size (`update_model_opts`), or those two."""
+    if getattr(opt, "hidden_size", -1) > 0:
+        return {opt.hidden_size}
+    return {size for size in (getattr(opt, "enc_hid_size", None), getattr(opt, "dec_hid_size", None)) if size}
 
 
 def resolve_position_options(opt):

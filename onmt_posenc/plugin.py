@@ -210,9 +210,10 @@ def _validate_options():
     @classmethod
     @functools.wraps(stock_validate)
     def validate_model_opts(cls, model_opt):
-        stock_validate(cls, model_opt)
+        # Ours first: they say more clearly what the stock checks also refuse.
         options.resolve_position_options(model_opt)
         options.resolve_attention_options(model_opt)
+        stock_validate(cls, model_opt)
 
     ArgumentParser.validate_model_opts = validate_model_opts
 

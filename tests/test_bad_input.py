@@ -53,8 +53,13 @@ def config_with(workdir, name, corpus=None, **overrides):
     ({"shape_max_shift": -3}, "shape_max_shift", "shape_max_shift must be >= 0, got -3"),
     ({"shape_max_shift": 2, "shape_inference_offset": -1}, "shape_inference_offset",
      "shape_inference_offset must be >= 0, got -1"),
+    # OpenNMT-py itself stops these with a bare assert while building, or a garbled message
+    ({"heads": 3}, "heads", "heads 3 does not divide hidden_size 64: each head takes hidden_size / heads"),
+    ({"max_relative_positions": 16}, "position_encoding",
+     "position_encoding is true with max_relative_positions 16: OpenNMT-py's model takes absolute positions "
+     "or positions in its attention, not both (position_encoding: false for rotary, ALiBi or relative attention)"),
 ])
-def test_negative_value_in_the_config_names_its_file_and_line(workdir, values, key, message):
+def test_bad_value_in_the_config_names_its_file_and_line(workdir, values, key, message):
     config = config_with(workdir, "negative", **values)
     line = one_line_error(run([command("onmt_train"), "-config", config], expect_ok=False))
     assert line == f"onmt_train: error: {message} (set in {config}:{line_of(config, key)})"
