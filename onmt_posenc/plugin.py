@@ -24,6 +24,7 @@ def activate():
     _register_transforms()
     _split_tokens_on_any_whitespace()
     _support_concat_pairs()
+    _dump_samples_before_the_pool_ends()
     _add_options()
     _read_config_includes()
     _reject_unknown_config_keys()
@@ -120,6 +121,31 @@ def _support_concat_pairs():
         return stock_process_bucket(task, bucket, **kwargs) or []
 
     dynamic_iterator.process = process
+
+
+def _dump_samples_before_the_pool_ends():
+    """`onmt_build_vocab -dump_samples` could hang for ever (seen in the runner, which
+    always dumps them). In `build_vocab` each pool worker puts the transformed examples,
+    then "break", on a multiprocessing Queue that a writer process drains; the worker
+    returns its counts while the Queue's feeder thread may still hold the last items,
+    and leaving `with mp.Pool(...)` terminates the worker: the writer never gets its
+    "break" and `write_process.join()` waits for ever. Flushing the worker's queues
+    before `build_sub_vocab` returns closes the race."""
+    from onmt.bin import build_vocab
+
+    stock_build_sub_vocab = build_vocab.build_sub_vocab
+
+    @functools.wraps(stock_build_sub_vocab)
+    def build_sub_vocab(corpora, transforms, opts, n_sample, stride, offset):
+        counts = stock_build_sub_vocab(corpora, transforms, opts, n_sample, stride, offset)
+        if opts.dump_samples:
+            for queues in build_sub_vocab.queues.values():  # set by build_vocab's init_pool
+                queues[offset].close()
+                queues[offset].join_thread()  # returns once the writer has read what it needs
+        return counts
+
+    # `build_vocab` and `init_pool` look the function up by this name when they run.
+    build_vocab.build_sub_vocab = build_sub_vocab
 
 
 def _add_options():

@@ -63,3 +63,36 @@ def test_extension_reads_lines_as_the_corpus_reader(tmp_path):
     phrases = PhraseFile(write_lines(tmp_path / "raw.phrases", phrase_lines), tgt)
     for number, example in enumerate(examples):
         assert phrases.ids(number, example["tgt_original"], len(example["tgt"])) == [0] * len(example["tgt"])
+
+
+def test_build_vocab_workers_flush_their_samples_before_returning(tmp_path):
+    """onmt_build_vocab -dump_samples: a pool worker's examples travel to the writer
+    process through a multiprocessing Queue; the pool terminates the worker once it has
+    returned, so its Queue must have handed everything over by then (else the writer
+    waits for ever for its "break"). Here in-process: after build_sub_vocab returns,
+    the Queue's feeder thread (a private attribute) has ended, every example was read."""
+    import multiprocessing
+    import threading
+
+    from onmt.bin import build_vocab
+    from onmt.constants import CorpusTask
+    from onmt.inputters.text_corpus import get_corpora
+    from onmt.transforms import get_transforms_cls, make_transforms
+    from onmt.utils.parse import ArgumentParser
+
+    lines = [f"w{i} w{i + 1} w{i + 2}" for i in range(500)]
+    corpus = {"path_src": write_lines(tmp_path / "s.txt", lines), "path_tgt": write_lines(tmp_path / "t.txt", lines)}
+    config = write_yaml(tmp_path / "vocab.yaml", {"data": {"corpus_1": corpus}, "save_data": str(tmp_path / "sample"),
+                                                  "src_vocab": str(tmp_path / "vocab.src"), "share_vocab": True})
+    opts = build_vocab._get_parser().parse_args(["-config", str(config), "-n_sample", "-1", "-dump_samples"])
+    ArgumentParser.validate_prepare_opts(opts, build_vocab_only=True)
+    transforms = make_transforms(opts, get_transforms_cls(opts._all_transform), None)
+    queue = multiprocessing.Queue(opts.vocab_sample_queue_size)
+    build_vocab.init_pool({"corpus_1": [queue]})
+    read = []
+    reader = threading.Thread(target=lambda: read.extend(iter(queue.get, "break")))
+    reader.start()
+    build_vocab.build_sub_vocab(get_corpora(opts, task=CorpusTask.TRAIN), transforms, opts, -1, 1, 0)
+    assert not queue._thread.is_alive()  # nothing left in the feeder: terminating the worker loses nothing
+    reader.join(timeout=30)
+    assert [src for _, src, _ in read] == lines

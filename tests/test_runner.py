@@ -3,6 +3,7 @@ resuming, a failing run kept apart, and shards merged into one report."""
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -404,7 +405,9 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     output, _ = demo
     mapping = yaml.safe_load(DEMO.read_text())
     mapping["recipe"] = str(DEMO.parent / mapping["recipe"])
-    mapping["methods"]["broken"] = {"heads": 3}  # passes the option checks; building a d=64 model fails
+    # passes the option checks; its first training batch needs more than 2 positions
+    mapping["methods"]["broken"] = {"src_position_encoding": "randomized", "tgt_position_encoding": "randomized",
+                                    "randomized_max_position": 2}
     mapping["grid"]["method"] = ["ape", "broken"]
     path = write_yaml(tmp_path / "demo_broken.yaml", mapping)
     args = [command("onmt-posenc"), "run", path, "--output", output, *overrides(SCALED_DOWN)]
@@ -413,8 +416,11 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     second = run([*args, "--shard", "2/2"], cwd=REPO, expect_ok=False, timeout=LONG)
     assert second.returncode == 1
     log = output / "synthetic" / "broken" / "seed1" / "logs" / "train.log"
-    why = "AssertionError: Model dimension must be divisible by the number of heads"
-    assert f"FAILED synthetic/broken/seed1: onmt_train exited with status 1: {why}; see {log}\n" in second.stderr
+    failed = re.search(rf"FAILED synthetic/broken/seed1: onmt_train exited with status 1: (.*); see {re.escape(str(log))}\n",
+                       second.stderr)
+    why = failed.group(1)  # the log's last error line
+    assert why.startswith("onmt.modules.embeddings.SequenceTooLongError: A training sequence of")
+    assert why.endswith("but randomized_max_position is 2: raise it, or filter long sentences (transform filtertoolong).")
     assert second.stderr.count(str(log)) == 2  # the run's FAILED line and the summary's, once each
     assert why in log.read_text()
     shard_results = json.loads((output / "shard-2-of-2.json").read_text())
