@@ -230,18 +230,15 @@ class Report:
                                            f"{data} / {name}: by source length (longest training source: {longest})")
                 self.add(f"### {data} / {name}", "")
                 self.image(path, f"BLEU by source length, {data} {name}")
-                labels = list(result["bleu"])
-                header = ["length", "sentences", *(f"{label} BLEU" for label in labels)]
-                header += [f"{label} gain" for label in result.get("gain", {})]
-                header += [f"{label} hyp/ref" for label in labels]
-                rows = []
-                for k, bucket in enumerate(result["buckets"]):
-                    row = [bucket + (" *" if result["unseen"][k] else ""), result["counts"][k]]
-                    row += [f"{result['bleu'][label][k]:.1f}" for label in labels]
-                    row += [f"{gains[k]:+.1f}" for gains in result.get("gain", {}).values()]
-                    row += [f"{result['length_ratio'][label][k]:.2f}" for label in labels]
-                    rows.append(row)
-                self.table(header, rows)
+                # one row per method, one column per bucket: narrow however many methods
+                buckets = [b + (" *" if unseen else "") for b, unseen in zip(result["buckets"], result["unseen"])]
+                for title, values, form in (("BLEU", result["bleu"], "{:.1f}"),
+                                            (f"BLEU gain over {base}", result.get("gain", {}), "{:+.1f}"),
+                                            ("hypothesis/reference length", result["length_ratio"], "{:.2f}")):
+                    if values:
+                        self.table([f"{title}, by source length", *buckets],
+                                   [["sentences", *result["counts"]]]
+                                   + [[label, *(form.format(v) for v in row)] for label, row in values.items()])
         self.batch["length_buckets"] = results
 
     def swapped_section(self):

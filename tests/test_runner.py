@@ -256,7 +256,7 @@ def test_data_settings_put_their_transforms_on_the_right_corpora(tmp_path):
     row = next(line for line in report.splitlines() if line.startswith("| joined | INTERPOLATE | shape | 1 |"))
     assert row.endswith(f"| x{ratio:.2f} |")  # the BLEU table's speed column
     assert "## Joined sets" in report and "| joined/ape/seed1 | test | 10 |" in report
-    assert "ape hyp/ref" in report  # the length ratio per bucket
+    assert "| hypothesis/reference length, by source length |" in report  # the length ratio per bucket
 
 
 @pytest.fixture(scope="module")
