@@ -83,6 +83,9 @@ METADATA_KEY = "onmt_posenc"
 # The first CTranslate2 release checked to add each layer's own T5 bias table when
 # a stack's tables differ (4.8.1's source adds the first layer's in every layer).
 T5_PER_LAYER_TABLES = "4.8.5"
+# What the self-attention of an exported model may be (None: absolute positions only;
+# ALiBi in decoder-only models, which the stock converter exports).
+EXPORTED_ATTENTION = (None, "shaw", "rotary", "t5", "alibi")
 # The positions in the attention that CTranslate2's flash attention leaves out.
 DROPPED_BY_FLASH_ATTENTION = ("shaw", "t5")
 FLASH_ATTENTION_NOTE = (
@@ -211,6 +214,11 @@ def check_exportable(model_opt):
             "layer and head; CTranslate2's relative position tables (Shaw et al.) are "
             "shared by all heads of a layer, and its relative attention bias (T5) is "
             "one scalar per head and distance, independent of the query"
+        )
+    if method not in EXPORTED_ATTENTION:  # a variant added later: its export is not written yet
+        raise NotExportableError(
+            f"relative_attention {method}: the CTranslate2 export knows the positions of "
+            f"{', '.join(sorted(filter(None, EXPORTED_ATTENTION)))} attention only"
         )
     if method == "t5" and _release(ctranslate2.__version__) < _release(T5_PER_LAYER_TABLES):
         raise NotExportableError(

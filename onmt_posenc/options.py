@@ -61,18 +61,30 @@ def resolve_attention_options(opt):
             "model takes absolute positions or positions in its attention, not both (position_encoding: "
             "false for rotary, ALiBi or relative attention)"
         )
+    if opt.max_relative_positions < -2:
+        raise ValueError(f"max_relative_positions must be >= -2 (-1: rotary, -2: ALiBi, 0: none, K > 0: "
+                         f"relative attention up to distance K), got {opt.max_relative_positions}")
     heads = getattr(opt, "heads", None)
-    for dim in model_dimensions(opt):
+    for option, dim in attention_dimensions(opt):
         if heads and dim % heads:
-            raise ValueError(f"heads {heads} does not divide hidden_size {dim}: each head takes hidden_size / heads")
-    # OpenNMT-py: T5 buckets take precedence, max_relative_positions is then their max distance.
-    t5_buckets = getattr(opt, "relative_positions_buckets", 0) > 0
-    if opt.max_relative_positions <= 0 or t5_buckets:
+            raise ValueError(f"heads {heads} does not divide {option} {dim}: each head takes {option} / heads")
+    if getattr(opt, "relative_positions_buckets", 0) > 0:
+        # T5 buckets take precedence in OpenNMT-py; max_relative_positions is their max distance.
+        if opt.max_relative_positions < 0:
+            raise ValueError(f"relative_positions_buckets needs max_relative_positions >= 0, T5's max "
+                             f"distance (T5 uses 128), got {opt.max_relative_positions}")
+        for key, ignored in (("relative_attention", "shaw"), ("relative_values", "shared")):
+            value = getattr(opt, key, None)
+            if value not in (None, ignored):
+                raise ValueError(f"{key} {value} is set but relative_positions_buckets chooses T5's bias")
+            # OpenNMT-py's Shaw, which T5 buckets override (and this extension's checkpoints
+            # from before 2026-11-24 carry as a filled-in default)
+            setattr(opt, key, None)
+        return opt
+    if opt.max_relative_positions <= 0:
         for key in ("relative_attention", "relative_values"):
             if getattr(opt, key, None) is not None:
-                why = "relative_positions_buckets is set (T5 buckets)" if t5_buckets else \
-                    "max_relative_positions is not > 0"
-                raise ValueError(f"{key} is set but {why}")
+                raise ValueError(f"{key} is set but max_relative_positions is not > 0")
         return opt
     if getattr(opt, "relative_attention", None) is None:
         opt.relative_attention = "shaw"
@@ -89,12 +101,18 @@ def resolve_attention_options(opt):
     return opt
 
 
-def model_dimensions(opt):
-    """The encoder's and decoder's model dimensions: hidden_size, which OpenNMT-py copies
-    to enc_hid_size and dec_hid_size (`update_model_opts`), or those two."""
+def attention_dimensions(opt):
+    """(option, model dimension) of each side built of Transformer attention layers.
+    hidden_size, when set, is what OpenNMT-py copies to enc_hid_size and dec_hid_size
+    (`update_model_opts`)."""
+    sides = []
+    if getattr(opt, "encoder_type", None) == "transformer":
+        sides.append("enc_hid_size")
+    if getattr(opt, "decoder_type", None) in ("transformer", "transformer_lm"):
+        sides.append("dec_hid_size")
     if getattr(opt, "hidden_size", -1) > 0:
-        return {opt.hidden_size}
-    return {size for size in (getattr(opt, "enc_hid_size", None), getattr(opt, "dec_hid_size", None)) if size}
+        return [("hidden_size", opt.hidden_size)] if sides else []
+    return [(side, getattr(opt, side)) for side in sides if getattr(opt, side, None)]
 
 
 def resolve_position_options(opt):

@@ -130,7 +130,9 @@ def _dump_samples_before_the_pool_ends():
     returns its counts while the Queue's feeder thread may still hold the last items,
     and leaving `with mp.Pool(...)` terminates the worker: the writer never gets its
     "break" and `write_process.join()` waits for ever. Flushing the worker's queues
-    before `build_sub_vocab` returns closes the race."""
+    into their pipes before `build_sub_vocab` returns closes the race (the pipe holds
+    what the writer has not read yet: the writer stops reading a corpus at the first
+    "break" it meets, which leaves less than one example and a "break" unread)."""
     from onmt.bin import build_vocab
 
     stock_build_sub_vocab = build_vocab.build_sub_vocab
@@ -141,7 +143,7 @@ def _dump_samples_before_the_pool_ends():
         if opts.dump_samples:
             for queues in build_sub_vocab.queues.values():  # set by build_vocab's init_pool
                 queues[offset].close()
-                queues[offset].join_thread()  # returns once the writer has read what it needs
+                queues[offset].join_thread()  # returns once everything is in the pipe to the writer
         return counts
 
     # `build_vocab` and `init_pool` look the function up by this name when they run.

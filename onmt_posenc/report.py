@@ -210,7 +210,7 @@ class Report:
     def length_section(self, options):
         self.add("## BLEU and length by source length", "",
                  "Corpus BLEU and hypothesis/reference length per bucket of source length; shaded buckets "
-                 "(marked * in the table) hold lengths longer than any training source.", "")
+                 "(marked * in the tables) hold lengths longer than any training source.", "")
         results = {}
         for data in self.data_settings():
             chosen = {label: r for label, r in first_seed_runs(self.records, data).items()

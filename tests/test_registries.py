@@ -98,3 +98,14 @@ def test_a_registered_attention_variant_is_a_relative_attention_choice(registere
 def test_an_unregistered_name_is_refused_by_the_parser():
     with pytest.raises(SystemExit):
         build("-src_position_encoding", "reversed")
+
+
+def test_the_export_refuses_an_attention_variant_it_does_not_know(registered):
+    import argparse
+
+    from onmt_posenc import export
+
+    opt = argparse.Namespace(relative_positions_buckets=0, max_relative_positions=4, relative_attention="nearest",
+                             decoder_type="transformer")
+    with pytest.raises(export.NotExportableError, match="relative_attention nearest: the CTranslate2 export knows"):
+        export.check_exportable(opt)

@@ -420,9 +420,15 @@ def test_option_defaults():
     music = resolve_attention_options(options(max_relative_positions=16, relative_attention="music"))
     assert music.relative_values is None
     assert resolve_attention_options(options()).relative_attention is None
-    # T5 buckets: max_relative_positions is their max distance, not Shaw's clipping
-    t5 = resolve_attention_options(options(max_relative_positions=128, relative_positions_buckets=32))
-    assert t5.relative_attention is None and t5.relative_values is None
+    # T5 buckets: max_relative_positions is their max distance, not Shaw's clipping; Shaw's
+    # options, which OpenNMT-py ignores under T5 (and T5 checkpoints made here before
+    # 2026-11-24 carry as defaults), are cleared
+    for shaw in ({}, dict(relative_attention="shaw", relative_values="shared")):
+        t5 = resolve_attention_options(options(max_relative_positions=128, relative_positions_buckets=32, **shaw))
+        assert t5.relative_attention is None and t5.relative_values is None
+    # heads must divide the model dimension of a Transformer side only (RNNs have no heads)
+    rnn = dict(encoder_type="rnn", decoder_type="rnn", hidden_size=-1, enc_hid_size=500, dec_hid_size=500, heads=8)
+    assert resolve_attention_options(options(**rnn))
 
 
 @pytest.mark.parametrize(
@@ -434,8 +440,13 @@ def test_option_defaults():
          "relative_values applies to relative_attention shaw only"),
         (dict(max_relative_positions=16, relative_attention="music", full_context_alignment=True),
          "full_context_alignment"),
-        (dict(max_relative_positions=128, relative_positions_buckets=32, relative_attention="shaw"),
-         "relative_attention is set but relative_positions_buckets is set"),
+        (dict(max_relative_positions=128, relative_positions_buckets=32, relative_attention="music"),
+         "relative_attention music is set but relative_positions_buckets chooses T5's bias"),
+        (dict(max_relative_positions=-1, relative_positions_buckets=32),
+         "relative_positions_buckets needs max_relative_positions >= 0, T5's max distance"),
+        (dict(max_relative_positions=-3), "max_relative_positions must be >= -2"),
+        (dict(encoder_type="transformer", decoder_type="rnn", hidden_size=-1, enc_hid_size=500, heads=8),
+         "heads 8 does not divide enc_hid_size 500: each head takes enc_hid_size / heads"),
     ],
 )
 def test_option_errors(values, message):

@@ -22,7 +22,3 @@ class AlibiAttention(SelfAttention):
     def relative_logits(self, q, key_len):
         distances = relative_distances(q.size(2), key_len, q.device).abs().to(q.dtype)
         return (-self.slopes.to(q.dtype) * distances)[None]
-
-    @classmethod
-    def from_stock(cls, stock, settings, fused, values):
-        return cls(**settings, fused=fused)
