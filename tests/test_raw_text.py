@@ -72,7 +72,6 @@ def test_build_vocab_workers_flush_their_samples_before_returning(tmp_path):
     waits for ever for its "break"). Here in-process: after build_sub_vocab returns,
     the Queue's feeder thread (a private attribute) has ended, every example was read."""
     import multiprocessing
-    import threading
 
     from onmt.bin import build_vocab
     from onmt.constants import CorpusTask
@@ -89,10 +88,19 @@ def test_build_vocab_workers_flush_their_samples_before_returning(tmp_path):
     transforms = make_transforms(opts, get_transforms_cls(opts._all_transform), None)
     queue = multiprocessing.Queue(opts.vocab_sample_queue_size)
     build_vocab.init_pool({"corpus_1": [queue]})
-    read = []
-    reader = threading.Thread(target=lambda: read.extend(iter(queue.get, "break")))
-    reader.start()
+    # the writer: another process, as in onmt_build_vocab (closing the Queue closes this
+    # process's end of the pipe, not the writer's)
+    written = tmp_path / "written.txt"
+    writer = multiprocessing.Process(target=write_sources, args=(queue, written), daemon=True)
+    writer.start()
     build_vocab.build_sub_vocab(get_corpora(opts, task=CorpusTask.TRAIN), transforms, opts, -1, 1, 0)
     assert not queue._thread.is_alive()  # nothing left in the feeder: terminating the worker loses nothing
-    reader.join(timeout=30)
-    assert [src for _, src, _ in read] == lines
+    writer.join(timeout=30)
+    assert written.read_text(encoding="utf-8").splitlines() == lines
+
+
+def write_sources(queue, path):
+    """onmt_build_vocab's writer process, for one corpus: the source of each example until "break"."""
+    with open(path, "w", encoding="utf-8") as f:
+        for _, src, _ in iter(queue.get, "break"):
+            f.write(src + "\n")
