@@ -511,6 +511,12 @@ def load(path, overrides=(), output=None, data_folder=None):
         if missing:
             _fail(path, f"evaluation.sets names {missing}, which data.{label} has no eval set for")
     average_last = _positive(evaluation.get("average_last"), path, "evaluation.average_last")
+    for run in runs:  # averaging more checkpoints than training keeps would average fewer, unsaid
+        keep = run.config.get("keep_checkpoint")
+        if average_last and isinstance(keep, int) and 0 < keep < average_last:
+            _fail(path, f"evaluation.average_last: {average_last} checkpoints, but "
+                        f"{run.sources.get('keep_checkpoint', 'settings')}.keep_checkpoint keeps only {keep} "
+                        f"(run {run.id}); raise keep_checkpoint or lower average_last")
 
     analyses = _analyses(mapping.get("analyses"), eval_sets, path)
     for analysis, options in analyses.items():

@@ -36,6 +36,8 @@ from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
 from onmt_posenc.runs import (FAILURE, RESULT, data_dir, is_stale, longest_training_source, prepare_data, read_stored,
                               run_config, run_dir, run_fields, settings_of, write_json, write_text_atomically)
 
+# The seconds onmt_build_vocab took, in the run's folder
+VOCAB_SECONDS = "logs/build_vocab_seconds.json"
 # Analyses of one model, run right after its evaluation; the report puts them side by side.
 PER_RUN_ANALYSES = ("length_buckets", "shift_invariance", "position_ablation", "token_nll", "swapped")
 
@@ -72,6 +74,17 @@ def newest_complete_checkpoint(run_dir, say):
         say(f"{path.name} is not a complete checkpoint; removed")
         path.unlink()
     return None
+
+
+def keep_newest(saved, keep):
+    """Remove all but the `keep` newest of the checkpoints `saved` (oldest first; keep <= 0:
+    all stay), as onmt_train's keep_checkpoint would have in one invocation: a resumed
+    onmt_train removes only the checkpoints it saved itself. Returns those kept."""
+    if keep <= 0 or len(saved) <= keep:
+        return saved
+    for path in saved[:-keep]:
+        path.unlink()
+    return saved[-keep:]
 
 
 class Progress:
@@ -169,22 +182,23 @@ class RunExecutor:
             # -dump_samples: the training corpus as the transforms made it, in sample/, to check what was trained on
             self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples"],
                        "build_vocab")
+            # kept for the run's wall time when a later invocation finishes it
+            write_json(self.dir / VOCAB_SECONDS, round(time.time() - started, 1))
         write_text_atomically(self.dir / "translate.yaml", yaml.safe_dump(self.experiment.translate, sort_keys=False))
         self.longest_source = longest_training_source(self.dir)
-        train_seconds = 0.0
         if resume_from is None or checkpoint_step(resume_from) < config.get("train_steps", curves.DEFAULT_TRAIN_STEPS):
             args = ["-config", self.dir / "config.yaml"]
             if resume_from is not None:
                 self.progress.say(f"resume from {resume_from.name}")
                 args += ["-train_from", resume_from]
             self.progress.start_training()
-            train_started = time.time()
             self.stock("onmt_train", args, "train", _train_progress(self.progress), append=resume_from is not None)
             self.progress.end_training()
-            train_seconds = time.time() - train_started
+        evaluation_started = time.time()
         saved = checkpoints(self.dir)
         if not saved:
             raise RuntimeError(f"onmt_train saved no checkpoint; see {self.logs / 'train.log'}")
+        saved = keep_newest(saved, config.get("keep_checkpoint", -1))
         averaged = saved[-(self.experiment.average_last or len(saved)):]
         self.progress.say(f"average {len(averaged)} checkpoint(s)")
         self.stock("onmt_average_models", ["-models", *averaged, "-output", self.dir / "averaged.pt"], "average")
@@ -197,6 +211,8 @@ class RunExecutor:
         self.progress.say("BLEU " + ", ".join(f"{name} {score['bleu']:.2f}" for name, score in scores.items()))
         analyses, errors = self.analyses(hyps)
         curve = curves.read(self.logs / "train.log", config.get("valid_steps", curves.DEFAULT_VALID_STEPS))
+        vocab_seconds, _ = read_stored(self.dir / VOCAB_SECONDS)
+        evaluation_seconds = time.time() - evaluation_started
         return {
             **run_fields(self.run), "status": "finished",
             "bleu": {name: score["bleu"] for name, score in scores.items()},
@@ -209,7 +225,9 @@ class RunExecutor:
             "machine": machine(),
             "longest_training_source": self.longest_source,
             "checkpoints_averaged": [p.name for p in averaged],
-            "train_seconds": round(train_seconds, 1), "seconds": round(time.time() - started, 1),
+            # every invocation of the run added up (a resumed run: its earlier attempts too)
+            "train_seconds": curve["train_seconds"],
+            "seconds": round((vocab_seconds or 0) + curve["train_seconds"] + evaluation_seconds, 1),
             "analyses": analyses, "analysis_errors": errors, "config": config,
         }
 

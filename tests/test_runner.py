@@ -95,6 +95,8 @@ def test_overrides_and_clear_errors(tmp_path):
           "data": {"d": {"synthetic": {}}, "f": {"train": {"src": "a", "tgt": "b"},
                                                  "eval": {"valid": {"src": "a", "tgt": "b"}}}},
           "evaluation": {"sets": ["valid"]}}, r"analyses.swapped names \['concat'\], which data.f has no eval set"),
+        ({"settings": {"keep_checkpoint": 2}, "evaluation": {"average_last": 3}},
+         r"evaluation.average_last: 3 checkpoints, but settings.keep_checkpoint keeps only 2"),
     ]:
         with pytest.raises(experiments.ExperimentError, match=message) as error:
             experiments.load(experiment_file(tmp_path, **change))
@@ -374,6 +376,11 @@ def test_an_interrupted_run_goes_on_from_its_checkpoint_and_finished_runs_are_sk
     assert first.stat().st_mtime_ns == saved.st_mtime_ns and first.stat().st_ino == saved.st_ino
     stored = json.loads((interrupted / "result.json").read_text())
     assert stored["resumed_from"] == newest
+    # the training time of both invocations (each report gives the seconds since its start)
+    log = (interrupted / "logs" / "train.log").read_text()
+    attempts = [re.findall(r"(\d+) sec;", part) for part in log.split("$ ")[1:] if "onmt_train" in part.split()[0]]
+    assert stored["train_seconds"] == sum(int(seconds[-1]) for seconds in attempts if seconds)
+    assert stored["seconds"] >= stored["train_seconds"]
     # a run stopped after its last update goes on to its evaluation without training
     assert stored["curve"]["started_from"] == ([0, newest] if newest < 16 else [0])
     assert [p["step"] for p in stored["curve"]["valid"]] == [16]
@@ -398,6 +405,17 @@ def test_resume_skips_checkpoints_cut_short(tmp_path):
     assert said == ["model_step_300.pt is not a complete checkpoint; removed",
                     "model_step_200.pt is not a complete checkpoint; removed"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model_step_100.pt"]
+
+
+def test_a_resumed_run_keeps_as_many_checkpoints_as_one_that_was_not(tmp_path):
+    from onmt_posenc.runner import checkpoints, keep_newest
+
+    for step in (250, 500, 750, 1000, 1250):  # 250-750 from the interrupted attempt
+        (tmp_path / f"model_step_{step}.pt").write_bytes(b"x")
+    kept = keep_newest(checkpoints(tmp_path), 2)
+    assert [p.name for p in kept] == ["model_step_1000.pt", "model_step_1250.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [p.name for p in kept]
+    assert len(keep_newest(checkpoints(tmp_path), -1)) == 2  # OpenNMT-py's -1: keep all
 
 
 def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
