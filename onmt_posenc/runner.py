@@ -113,8 +113,8 @@ class Progress:
         self.index, self.run_id, self.run_start = index, run_id, time.time()
         self.say("start")
 
-    def start_training(self):
-        self.train_start, self.first_report = time.time(), None
+    def start_training(self, from_step=0):
+        self.train_start, self.from_step, self.first_report = time.time(), from_step, None
         self.say("train")
 
     def end_training(self):
@@ -124,7 +124,7 @@ class Progress:
         now = time.time()
         if self.first_report is None:  # from the first report on, start-up time no longer counts
             self.first_report = (step, now)
-            rate = step / max(now - self.train_start, 1e-9)
+            rate = (step - self.from_step) / max(now - self.train_start, 1e-9)
         else:
             first_step, first_time = self.first_report
             rate = (step - first_step) / max(now - first_time, 1e-9)
@@ -191,7 +191,7 @@ class RunExecutor:
             if resume_from is not None:
                 self.progress.say(f"resume from {resume_from.name}")
                 args += ["-train_from", resume_from]
-            self.progress.start_training()
+            self.progress.start_training(checkpoint_step(resume_from) if resume_from else 0)
             self.stock("onmt_train", args, "train", _train_progress(self.progress), append=resume_from is not None)
             self.progress.end_training()
         evaluation_started = time.time()

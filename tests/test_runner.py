@@ -407,6 +407,21 @@ def test_resume_skips_checkpoints_cut_short(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model_step_100.pt"]
 
 
+def test_progress_of_a_resumed_run_counts_only_the_steps_trained_since(monkeypatch):
+    import io
+
+    from onmt_posenc import runner
+
+    clock = iter([0.0, 0.0, 100.0])  # run start, training start, first report
+    monkeypatch.setattr(runner.time, "time", lambda: next(clock))
+    stream = io.StringIO()
+    progress = runner.Progress(total=1, stream=stream)
+    progress.start_run(1, "vanilla/ape/seed1")
+    progress.start_training(from_step=1000)
+    progress.train_step(1050, 2500)
+    assert "train step 1050/2500 (42%), 0.5 steps/s, run ETA 0:48:20" in stream.getvalue()
+
+
 def test_a_resumed_run_keeps_as_many_checkpoints_as_one_that_was_not(tmp_path):
     from onmt_posenc.runner import checkpoints, keep_newest
 
