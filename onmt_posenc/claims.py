@@ -23,6 +23,7 @@ import statistics
 from onmt_posenc.analysis import length_buckets
 from onmt_posenc.analysis.swapped import results_by_set
 from onmt_posenc.experiment import uses_shape
+from onmt_posenc.options import attention_scheme
 from onmt_posenc.runs import read_analysis
 
 # How close "about the same" is with one seed: BLEU points; with several seeds it is
@@ -42,8 +43,8 @@ def _role(record, baseline):
         return "APE"
     if uses_shape(config):
         return "SHAPE"
-    shaw = config.get("relative_attention") in (None, "shaw") and not config.get("relative_positions_buckets")
-    if (config.get("max_relative_positions") or 0) > 0 and shaw:
+    if attention_scheme(config.get("relative_positions_buckets"), config.get("max_relative_positions"),
+                        config.get("relative_attention")) == "shaw":
         return "RPE"
     return None
 

@@ -7,6 +7,15 @@ exactly the position scheme a model was trained with.
 RELATIVE_VALUES_CHOICES = ("shared", "separate")
 
 
+def attention_scheme(relative_positions_buckets, max_relative_positions, relative_attention):
+    """The self-attention variant a model's options choose (a name in onmt_posenc.attention):
+    T5 buckets first (as in OpenNMT-py), then max_relative_positions 0 / -1 / -2, else our
+    relative_attention option (Shaw's unless set)."""
+    if (relative_positions_buckets or 0) > 0:
+        return "t5"
+    return {0: "absolute", -1: "rotary", -2: "alibi"}.get(max_relative_positions or 0, relative_attention or "shaw")
+
+
 def add_model_options(parser):
     from onmt_posenc.attention import relative_attention_choices
     from onmt_posenc.positions import POSITION_ENCODINGS

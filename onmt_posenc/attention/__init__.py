@@ -30,6 +30,7 @@ from onmt.encoders.transformer import TransformerEncoderLayer
 from onmt.modules.multi_headed_attn import MultiHeadedAttention
 from onmt.utils.logging import logger
 
+from onmt_posenc.options import attention_scheme
 from onmt_posenc.registry import import_every_module, registering
 
 ATTENTIONS = {}
@@ -47,12 +48,8 @@ def relative_attention_choices():
 
 
 def scheme_of(stock, relative_attention):
-    """The variant for a stock module (or for model options, which name the same
-    attributes): T5 buckets first (as in OpenNMT-py), then max_relative_positions
-    0 / -1 / -2, else the relative_attention option."""
-    if stock.relative_positions_buckets > 0:
-        return "t5"
-    return {0: "absolute", -1: "rotary", -2: "alibi"}.get(stock.max_relative_positions, relative_attention or "shaw")
+    """The variant for a stock module (or for model options, which name the same attributes)."""
+    return attention_scheme(stock.relative_positions_buckets, stock.max_relative_positions, relative_attention)
 
 
 def initialize(model):
