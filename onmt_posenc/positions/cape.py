@@ -55,7 +55,8 @@ class ContinuousAugmentedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     option_names = tuple(DEFAULTS)
 
     def __init__(
-        self, dim, enc_type, max_global_shift=5.0, max_local_shift=0.5, max_global_scale=1.03,
+        self, dim, enc_type, max_global_shift=DEFAULTS["cape_max_global_shift"],
+        max_local_shift=DEFAULTS["cape_max_local_shift"], max_global_scale=DEFAULTS["cape_max_global_scale"],
         max_len=ONMT_TABLE_ROWS,
     ):  # fmt: skip
         super().__init__(dim, enc_type, max_len=max_len)
