@@ -94,6 +94,16 @@ def training_speed(log_path):
     return {"tokens_per_second": statistics.median(rates), "reports": len(rates)}
 
 
+def anneals(config):
+    """Does the learning rate decay on a schedule of its own before training ends:
+    OpenNMT-py's noamwd halvings, or the exponential decay of decay_method none
+    (both from start_decay_steps, by learning_rate_decay), beyond noam's or rsqrt's
+    inverse square root?"""
+    return (config.get("decay_method", "none") in ("noamwd", "none")
+            and config.get("learning_rate_decay", 0.5) < 1
+            and config.get("start_decay_steps", 50000) < config.get("train_steps", DEFAULT_TRAIN_STEPS))
+
+
 def convergence(valid):
     """{"converged": True/False/None, "why": text} for a validation curve (see RULE)."""
     if len(valid) < 2:

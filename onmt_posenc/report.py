@@ -267,9 +267,14 @@ class Report:
         curved = [r for r in self.records if r["status"] == "finished" and (r.get("curve") or {}).get("valid")]
         if not curved:
             return
+        annealed = sorted({r["id"] for r in curved if curves.anneals(r["config"])})
         self.add("## Learning curves", "",
                  f"Validation perplexity against updates, from onmt_train's log. A run counts as converged "
-                 f"when its {curves.RULE}; BLEU claims rest only on converged runs.", "")
+                 f"when its {curves.RULE}; BLEU claims rest only on converged runs."
+                 + (f" {len(annealed)} run(s) anneal the learning rate to the end of training (decay_method "
+                    "noamwd, or start_decay_steps): for them a flat last quarter says that training ended on "
+                    "its plateau within this budget, not that a longer schedule could not go lower."
+                    if annealed else ""), "")
         for data in self.data_settings():
             runs = [r for r in curved if r["data"] == data]
             for field, name in (("ppl", "validation perplexity"), ("bleu", "validation BLEU")):

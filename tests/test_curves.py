@@ -57,3 +57,15 @@ def test_convergence_rule(ppls, converged):
 def test_convergence_needs_two_validations():
     assert curves.convergence([{"step": 100, "ppl": 5.0}])["converged"] is None
     assert curves.convergence([])["converged"] is None
+
+
+@pytest.mark.parametrize("config, anneals", [
+    ({"decay_method": "noam", "train_steps": 2500}, False),
+    ({"decay_method": "noamwd", "start_decay_steps": 1250, "train_steps": 2500}, True),
+    ({"decay_method": "noamwd", "train_steps": 2500}, False),  # OpenNMT-py's start, 50,000, is never reached
+    ({"train_steps": 2500, "start_decay_steps": 1000}, True),  # decay_method none: exponential decay
+    ({"train_steps": 2500, "start_decay_steps": 1000, "learning_rate_decay": 1.0}, False),
+    ({}, True),  # OpenNMT-py's defaults: 100,000 updates, halved every 10,000 from 50,000
+])
+def test_which_schedules_anneal_the_learning_rate(config, anneals):
+    assert curves.anneals(config) is anneals
