@@ -1,0 +1,25 @@
+"""Argument types for the project's commands. A value out of range is argparse's own
+one-line error naming the option (`argument --width: must be >= 1, got 0`), before
+any work starts."""
+import argparse
+
+
+def _int(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+
+
+def positive_int(text):
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text):
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
