@@ -23,3 +23,10 @@ def non_negative_int(text):
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
+
+
+def token(text):
+    """One whitespace-free token, e.g. the `<sep>` separator."""
+    if not text or len(text.split()) != 1 or text != text.strip():
+        raise argparse.ArgumentTypeError(f"must be one token without spaces, got {text!r}")
+    return text

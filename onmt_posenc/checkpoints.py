@@ -33,6 +33,10 @@ def _describe(source):
     return source if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else "checkpoint"
 
 
+def _not_a_file(path):
+    return f"{path} {'is a directory' if os.path.isdir(path) else 'does not exist'}"
+
+
 def safe_load(original_load):
     """Wrap torch.load: weights-only unpickling with the OpenNMT-py allow-list."""
     if getattr(original_load, "onmt_posenc_safe", False):  # wrapped already (by the plugin)
@@ -41,6 +45,8 @@ def safe_load(original_load):
     @functools.wraps(original_load)
     def load(f, *args, **kwargs):
         kwargs["weights_only"] = True
+        if isinstance(f, (str, os.PathLike)) and not os.path.isfile(f):  # torch's OSError would be a traceback
+            raise CheckpointError(_not_a_file(f))
         try:
             with torch.serialization.safe_globals(CHECKPOINT_GLOBALS):
                 return original_load(f, *args, **kwargs)
@@ -78,7 +84,7 @@ def check_complete(path):
     checkpoint. Cheap for the zip archives that torch.save writes: the tensors are
     memory-mapped, not read; only the pickled structure is."""
     if not os.path.isfile(path):
-        raise CheckpointError(f"{path} does not exist")
+        raise CheckpointError(_not_a_file(path))
     checkpoint = safe_load(torch.load)(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
     if not (isinstance(checkpoint, dict) and {"model", "opt"} <= set(checkpoint)):
         raise CheckpointError(f"{path} is not a complete checkpoint (no model or no options in it)")

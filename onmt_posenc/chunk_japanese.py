@@ -44,6 +44,8 @@ import MeCab
 import nltk
 import unidic_lite
 
+from onmt_posenc.interpolate import read_lines, write_lines
+
 _TAIL = r"(<AUX|DEP|SUFF>|<PART|CPART|NPART>+<AUX>|<CPART|NPART><DEP>)*<PART|CPART|NPART>*<CLOSE|PUNCT>*"
 GRAMMAR = rf"""
 PHRASE:
@@ -162,15 +164,13 @@ def add_arguments(parser):
 
 
 def main(args):
+    # Read first: a line that is not UTF-8 is named before any output is written.
+    lines = read_lines(args.target)
     chunker = JapaneseChunker()
-    n_lines = n_tokens = n_phrases = 0
-    with open(args.target, encoding="utf-8") as fin, open(args.output, "w", encoding="utf-8") as fout:
-        for line in fin:
-            ids = chunker.token_phrases(line.split())
-            fout.write(" ".join(map(str, ids)) + "\n")
-            n_lines += 1
-            n_tokens += len(ids)
-            n_phrases += ids[-1] + 1 if ids else 0
+    phrases = [chunker.token_phrases(line.split()) for line in lines]
+    write_lines(args.output, [" ".join(map(str, ids)) for ids in phrases])
+    n_lines, n_tokens = len(phrases), sum(len(ids) for ids in phrases)
+    n_phrases = sum(ids[-1] + 1 for ids in phrases if ids)
     per_phrase = n_tokens / n_phrases if n_phrases else 0.0
     print(
         f"{args.output}: {n_lines} lines, {n_tokens} tokens, {n_phrases} phrases "

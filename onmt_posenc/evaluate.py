@@ -18,11 +18,13 @@ match their reference's.
 
 The same functions score the runner's evaluation sets (onmt_posenc.runner).
 """
+import argparse
 import sys
 from typing import NamedTuple
 
 from sacrebleu.metrics import BLEU
 
+from onmt_posenc.arguments import token
 from onmt_posenc.interpolate import DEFAULT_SEP, fit_to_slots, read_lines, split_segments
 from onmt_posenc.tokenization import tokenizer
 
@@ -114,21 +116,27 @@ def table(scores):
     return "\n".join(rows)
 
 
-def parse_years(text):
-    """'2010-2016' or '2014,2016' -> years."""
-    years = []
+def year_range(text):
+    """'2010-2016' or '2014,2016' -> years (argparse type: a bad value is its one-line error)."""
+    found = []
     for part in text.split(","):
         first, _, last = part.partition("-")
-        years.extend(range(int(first), int(last or first) + 1))
-    return years
+        try:
+            first, last = int(first), int(last or first)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expects years like 2010-2016 or 2014,2016, got {text!r}") from None
+        if last < first:
+            raise argparse.ArgumentTypeError(f"the range {part} is reversed")
+        found.extend(range(first, last + 1))
+    return found
 
 
 def add_arguments(parser):
     parser.add_argument("--hyp", required=True, help="hypothesis file; '{year}' stands for each year")
     parser.add_argument("--ref", required=True, help="raw reference file; '{year}' stands for each year")
-    parser.add_argument("--years", type=parse_years, default=list(YEARS),
+    parser.add_argument("--years", type=year_range, default=list(YEARS),
                         help="years for '{year}', e.g. 2010-2016 or 2014,2016 (default: 2010-2016)")
-    parser.add_argument("--sep", default=DEFAULT_SEP, help="INTERPOLATE separator token (default: %(default)s)")
+    parser.add_argument("--sep", type=token, default=DEFAULT_SEP, help="INTERPOLATE separator token (default: %(default)s)")
 
 
 def main(args):

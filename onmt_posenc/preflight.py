@@ -233,8 +233,18 @@ def check_translation(opt, gpus_found):
     the GPU) first, so that a failure leaves no empty output behind."""
     for path in opt.models:
         check_checkpoint(path, "model")
-    if getattr(opt, "src", None) and os.path.isfile(opt.src):
-        check_text_file(opt.src)
+    src = getattr(opt, "src", None)
+    if src:
+        if not os.path.isfile(src):
+            raise PreflightError(f"src {src} {'is a directory' if os.path.isdir(src) else 'does not exist'}")
+        check_text_file(src)
+        if scan_text(src)[0] == 0:  # the stock translator fails on it with an UnboundLocalError
+            raise PreflightError(f"src {src} is empty: nothing to translate")
+    folder = os.path.dirname(opt.output) or "."
+    if not os.path.isdir(folder):
+        raise PreflightError(f"output {opt.output}: the folder {folder} does not exist")
+    if opt.beam_size < 1:
+        raise PreflightError(f"beam_size must be >= 1, got {opt.beam_size}")
     if opt.gpu >= gpus_found:  # -gpu -1 (the default) is the CPU
         override = "`-gpu -1` (translate on the CPU)" if gpus_found == 0 else "`-gpu 0`"
         raise PreflightError(f"gpu {opt.gpu} asks for GPU {opt.gpu}, {gpus_found} found; "

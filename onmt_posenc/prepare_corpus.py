@@ -27,6 +27,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from onmt_posenc.arguments import positive_int
 from onmt_posenc.interpolate import write_lines
 from onmt_posenc.tokenization import learn_joint_bpe
 
@@ -75,10 +76,20 @@ def _find(root, name):
 
 
 def _read_text(path):
-    """The lines of a text file, gzipped or not, split on '\\n' only (as interpolate.read_lines)."""
+    """The lines of a text file, gzipped or not, split on '\\n' only (as interpolate.read_lines);
+    a file that is empty or not UTF-8 is a PrepareError naming it (and the line)."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", newline="\n") as f:
-        return [line[:-1] if line.endswith("\n") else line for line in f]
+    with opener(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise PrepareError(f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x}: {error.reason})") from None
+    if not text.strip():
+        raise PrepareError(f"{path} is empty")
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
 
 
 def _unpack(source, work):
@@ -86,11 +97,14 @@ def _unpack(source, work):
     source = Path(source)
     if source.is_dir():
         return source
-    if source.is_file() and tarfile.is_tarfile(source):
+    if not source.is_file():
+        raise PrepareError(f"--from {source}: no such folder or file")
+    try:
         with tarfile.open(source) as archive:
             archive.extractall(work, filter="data")
-        return Path(work)
-    raise PrepareError(f"--from {source}: not a folder nor a .tar.gz archive")
+    except (tarfile.TarError, EOFError, OSError):
+        raise PrepareError(f"--from {source}: not a folder nor a readable .tar.gz archive") from None
+    return Path(work)
 
 
 def _download(corpus, work):
@@ -112,6 +126,8 @@ def _download(corpus, work):
 def prepare(name, out_dir, source=None, merges=BPE_MERGES):
     corpus = CORPORA[name]
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PrepareError(f"{out_dir} exists and is not a folder")
     with tempfile.TemporaryDirectory() as work:
         root = _unpack(source, work) if source else _download(corpus, work)
         paths = {key: _find(root, file) for key, file in corpus.files.items()}
@@ -148,7 +164,7 @@ def add_arguments(parser):
     parser.add_argument("out_dir", help="folder to write (OpenNMT-py's layout)")
     parser.add_argument("--from", dest="source", metavar="FOLDER_OR_ARCHIVE",
                         help="a local copy instead of the download: a folder or a .tar.gz")
-    parser.add_argument("--merges", type=int, default=BPE_MERGES,
+    parser.add_argument("--merges", type=positive_int, default=BPE_MERGES,
                         help="joint BPE merges for raw-text corpora (default: %(default)s)")
 
 

@@ -37,6 +37,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from onmt_posenc.arguments import positive_int
 from onmt_posenc.evaluate import DEV_YEARS, YEARS
 from onmt_posenc.interpolate import DEFAULT_N, DEFAULT_SEP, join_lines, read_lines, write_lines
 from onmt_posenc.tokenization import learn_joint_bpe, tokenizer
@@ -198,8 +199,8 @@ def add_arguments(parser):
     make = steps.add_parser("build", help="tokenize, clean, learn and apply joint BPE, write all data settings")
     make.add_argument("raw_dir")
     make.add_argument("out_dir")
-    make.add_argument("--merges", type=int, default=BPE_MERGES, help="BPE merge operations (default: %(default)s)")
-    make.add_argument("--threads", type=int, default=None, help="tokenization threads (default: all cores)")
+    make.add_argument("--merges", type=positive_int, default=BPE_MERGES, help="BPE merge operations (default: %(default)s)")
+    make.add_argument("--threads", type=positive_int, default=None, help="tokenization threads (default: all cores)")
 
 
 def main(args):

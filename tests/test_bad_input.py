@@ -226,3 +226,62 @@ def test_translate_on_a_gpu_that_is_not_there(workdir, model):
     assert one_line_error(result) == ("onmt_translate: error: gpu 0 asks for GPU 0, 0 found; "
                                       "on this machine add `-gpu -1` (translate on the CPU)")
     assert not output.exists()
+
+
+@pytest.mark.parametrize("case", ["missing", "folder"])
+@pytest.mark.parametrize("name", ["onmt_average_models", "onmt_release_model"])
+def test_a_model_that_is_not_a_file(workdir, model, tmp_path, case, name):
+    bad = tmp_path / ("nosuch.pt" if case == "missing" else "folder")
+    if case == "folder":
+        bad.mkdir()
+    output = tmp_path / "out.pt"
+    args = ["-models", model, bad, "-output", output] if name == "onmt_average_models" else ["-m", bad, "-o", output]
+    line = one_line_error(run([command(name), *args], expect_ok=False))
+    assert line == f"{name}: error: {bad} {'does not exist' if case == 'missing' else 'is a directory'}"
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing src", "src {src} does not exist"),
+    ("empty src", "src {src} is empty: nothing to translate"),
+    ("no output folder", "output {output}: the folder {folder} does not exist"),
+    ("beam 0", "beam_size must be >= 1, got 0"),
+])
+def test_translate_checks_its_files_and_beam_before_loading(workdir, model, tmp_path, case, message):
+    """Each of these failed after the model loaded, with a traceback (the empty source with an
+    UnboundLocalError) and an empty output file left behind."""
+    src, output, extra = workdir / "valid.src", tmp_path / "out.txt", []
+    if case == "missing src":
+        src = tmp_path / "nosuch.src"
+    elif case == "empty src":
+        src = tmp_path / "empty.src"
+        src.write_text("")
+    elif case == "no output folder":
+        output = tmp_path / "nosuch" / "out.txt"
+    else:
+        extra = ["-beam_size", "0"]
+    result = run([command("onmt_translate"), "-model", model, "-src", src, "-output", output, *extra],
+                 expect_ok=False)
+    expected = message.format(src=src, output=output, folder=output.parent)
+    assert one_line_error(result) == f"onmt_translate: error: {expected}"
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["interpolate", "join", "--sep", "", "{text}", "{out}"], "argument --sep: must be one token without spaces, got ''"),
+    (["interpolate", "split", "--sep", "a b", "--source", "{text}", "{text}", "{out}"],
+     "argument --sep: must be one token without spaces, got 'a b'"),
+    (["evaluate", "--hyp", "{text}", "--ref", "{text}", "--years", "2016-2014"],
+     "argument --years: the range 2016-2014 is reversed"),
+    (["evaluate", "--hyp", "{text}", "--ref", "{text}", "--years", "abc"],
+     "argument --years: expects years like 2010-2016 or 2014,2016, got 'abc'"),
+    (["chunk-ja", "{latin1}", "{out}"], "{latin1}:2: not UTF-8 text (byte 0xe9: invalid continuation byte)"),
+])
+def test_onmt_posenc_options_and_files_in_one_line(tmp_path, args, message):
+    files = {"text": tmp_path / "text.txt", "latin1": tmp_path / "latin1.txt", "out": tmp_path / "out.txt"}
+    files["text"].write_text("a b\n")
+    files["latin1"].write_bytes("a b\ncaf\xe9 x\n".encode("latin-1"))
+    result = run([command("onmt-posenc"), *(arg.format(**files) for arg in args)], expect_ok=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1].endswith(message.format(**files))
+    assert not files["out"].exists()

@@ -57,3 +57,34 @@ def test_an_incomplete_copy_is_named(tmp_path):
     result = run([command("onmt-posenc"), "prepare", "multi30k", tmp_path / "out", "--from", partial], expect_ok=False)
     assert result.returncode == 2
     assert "missing train.de, val.en, val.de, test_2016_flickr.en, test_2016_flickr.de" in result.stderr
+
+
+@pytest.mark.parametrize("case", ["not utf-8", "empty", "bad archive", "out is a file", "merges 0"])
+def test_bad_copies_and_options_are_named_before_anything_is_written(tmp_path, case):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("train", "val", "test_2016_flickr"):
+        for lang in ("en", "de"):
+            (copy / f"{name}.{lang}").write_bytes((MULTI30K / f"{name}.{lang}").read_bytes())
+    source, out, extra = copy, tmp_path / "out", []
+    if case == "not utf-8":
+        (copy / "val.de").write_bytes(b"ein Hund\nein Ma\xdfstab\n")
+        (copy / "val.en").write_bytes(b"a dog\na ruler\n")
+        expected = f"{copy / 'val.de'}:2: not UTF-8 text (byte 0xdf: invalid continuation byte)"
+    elif case == "empty":
+        (copy / "val.en").write_text("")
+        expected = f"{copy / 'val.en'} is empty"
+    elif case == "bad archive":
+        source = tmp_path / "multi30k.tar.gz"
+        source.write_bytes(b"\x1f\x8b not really gzip")
+        expected = f"--from {source}: not a folder nor a readable .tar.gz archive"
+    elif case == "out is a file":
+        out.write_text("")
+        expected = f"{out} exists and is not a folder"
+    else:
+        extra = ["--merges", "0"]
+        expected = "argument --merges: must be >= 1, got 0"
+    result = run([command("onmt-posenc"), "prepare", "multi30k", out, "--from", source, *extra], expect_ok=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert expected in result.stderr.strip().splitlines()[-1]
+    assert case == "out is a file" or not out.exists()
