@@ -25,7 +25,7 @@ def non_negative_int(text):
     return value
 
 
-def token(text):
+def one_token(text):
     """One whitespace-free token, e.g. the `<sep>` separator."""
     if not text or len(text.split()) != 1 or text != text.strip():
         raise argparse.ArgumentTypeError(f"must be one token without spaces, got {text!r}")

@@ -26,8 +26,16 @@ COMMANDS = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad argument in one line, `onmt-posenc COMMAND: error: ...` (exit 2), as the
+    commands' own errors; `-h` shows the usage."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="onmt-posenc", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="onmt-posenc", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = argv if argv is not None else sys.argv[1:]
     for name, (module_name, summary) in COMMANDS.items():

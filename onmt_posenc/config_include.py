@@ -21,12 +21,39 @@ def _included_paths(mapping, path):
     includes = mapping.get(INCLUDE_KEY) or []
     if isinstance(includes, str):
         includes = [includes]
+    if not isinstance(includes, list) or not all(isinstance(name, str) for name in includes):
+        raise configargparse.ConfigFileParserException(
+            f"{path}: {INCLUDE_KEY} must be a file name or a list of them, got {includes!r}")
     return [(Path(path).parent / name).resolve() for name in includes]
 
 
+def yaml_error_text(path, error):
+    """A YAML error in one line, 'FILE:LINE: not valid YAML (what)': PyYAML's own text
+    spans several lines and names the stream, not always the file."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark else f"{path}"
+    what = getattr(error, "problem", None) or getattr(error, "context", None) or str(error).splitlines()[0]
+    return f"{where}: not valid YAML ({what})"
+
+
+def read_yaml(path):
+    """The YAML value of a file. Text that is not UTF-8 or not YAML is a
+    ConfigFileParserException naming the file and line, which configargparse (and so
+    every OpenNMT-py command) reports as a one-line usage error."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except UnicodeDecodeError:
+        from onmt_posenc.preflight import scan_text  # not at the top: preflight imports this module
+
+        _, line, reason = scan_text(path)
+        raise configargparse.ConfigFileParserException(f"{path}:{line}: not UTF-8 text ({reason})") from None
+    except yaml.YAMLError as error:
+        raise configargparse.ConfigFileParserException(yaml_error_text(path, error)) from None
+
+
 def _read_mapping(path):
-    with open(path, encoding="utf-8") as f:
-        mapping = yaml.safe_load(f) or {}
+    mapping = read_yaml(path) or {}
     if not isinstance(mapping, dict):
         raise configargparse.ConfigFileParserException(f"{path}: a config file must be a YAML mapping")
     return mapping

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from sacrebleu.metrics import BLEU
 
-from onmt_posenc.arguments import token
+from onmt_posenc.arguments import one_token
 from onmt_posenc.interpolate import DEFAULT_SEP, fit_to_slots, read_lines, split_segments
 from onmt_posenc.tokenization import tokenizer
 
@@ -136,7 +136,7 @@ def add_arguments(parser):
     parser.add_argument("--ref", required=True, help="raw reference file; '{year}' stands for each year")
     parser.add_argument("--years", type=year_range, default=list(YEARS),
                         help="years for '{year}', e.g. 2010-2016 or 2014,2016 (default: 2010-2016)")
-    parser.add_argument("--sep", type=token, default=DEFAULT_SEP, help="INTERPOLATE separator token (default: %(default)s)")
+    parser.add_argument("--sep", type=one_token, default=DEFAULT_SEP, help="INTERPOLATE separator token (default: %(default)s)")
 
 
 def main(args):

@@ -63,14 +63,16 @@ there is no speed analysis to ask for.
 setting takes its files from the folder (see `folder_data`) and keeps its
 EXTRAPOLATE/INTERPOLATE choice and settings.
 """
+import functools
 import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from configargparse import ConfigFileParserException
 
-from onmt_posenc.config_include import merged_mapping
+from onmt_posenc.config_include import merged_mapping, read_yaml
 from onmt_posenc.interpolate import DEFAULT_SEP
 from onmt_posenc.synthetic import EVAL_SETS, SyntheticTask
 
@@ -90,6 +92,8 @@ FOLDER_VALID_LINES, FOLDER_TEST_LINES = 500, 1000
 # Keys the runner sets in every run's config; an experiment cannot set them.
 RUNNER_KEYS = ("data", "save_data", "src_vocab", "tgt_vocab", "save_model", "log_file", "overwrite", "train_from",
                "dump_samples")
+# onmt_translate options the runner gives on its command line, over evaluation.translate.
+RUNNER_TRANSLATE_KEYS = ("model", "src", "output")
 # Keys each data setting's transforms own (see data_setting_keys).
 EXTRAPOLATE_KEYS = ("src_seq_length", "tgt_seq_length")
 INTERPOLATE_KEYS = ("concat_n", "concat_sep")
@@ -169,6 +173,8 @@ class Experiment:
     average_last: int
     translate: dict
     analyses: dict  # name -> options (defaults filled in)
+    # one run of each method and data setting no grid line uses: never run, but check_options checks their keys
+    unused: list = field(default_factory=list)
 
 
 def _fail(path, message):
@@ -181,6 +187,67 @@ def _mapping(value, path, where):
     if not isinstance(value, dict):
         _fail(path, f"{where} must be a mapping, got {type(value).__name__}")
     return value
+
+
+def _shown(value):
+    """A value as YAML writes it (true, [a, b]), as the user wrote it in the file or in --set."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip()
+
+
+def _string(value, path, where):
+    """A name or a path. YAML reads `5`, `true` or `[a]` as other types, which neither
+    Path nor a lookup among the names can take."""
+    if not isinstance(value, str) or not value:
+        _fail(path, f"{where}: must be a non-empty string, got {_shown(value)}")
+    return value
+
+
+def _names(value, path, where):
+    """A non-empty list of names: a single name (`sets: valid`) would be read letter by letter."""
+    if not isinstance(value, list) or not value or not all(isinstance(name, str) and name for name in value):
+        _fail(path, f"{where}: must be a non-empty list of names, got {_shown(value)}")
+    return value
+
+
+def _labels(mapping, path, where):
+    """The labels of `methods` or `data`: they name folders and runs."""
+    for label in mapping:
+        if not isinstance(label, str) or not label or "/" in label:
+            _fail(path, f"{where}: {_shown(label)} cannot name runs and folders; use a word (a string without '/')")
+    return mapping
+
+
+def _integer(value, path, where, least=0):
+    if not isinstance(value, int) or isinstance(value, bool):
+        _fail(path, f"{where}: must be an integer, got {_shown(value)}")
+    if value < least:
+        _fail(path, f"{where}: must be >= {least}, got {value}")
+    return value
+
+
+def _offsets(value, path, where):
+    if (not isinstance(value, list) or len(value) < 2
+            or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in value)):
+        _fail(path, f"{where}: must be a list of two or more integers >= 0 (offsets compared with each other), "
+                    f"got {_shown(value)}")
+    return value
+
+
+def _separator(value, path, where):
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        _fail(path, f"{where}: must be one token (a string without spaces), got {_shown(value)}")
+    return value
+
+
+# What each analysis option must be, checked when the file loads: the runner and the
+# report take them as they are, after every run has trained (and length buckets of
+# width 0 would never end). An option means the same in every analysis that has it.
+ANALYSIS_OPTIONS = {
+    "set": _string, "sets": _names, "offsets": _offsets, "sep": _separator,
+    "width": functools.partial(_integer, least=1), "sentences": functools.partial(_integer, least=1),
+    "position_width": functools.partial(_integer, least=1), "frequency_bins": functools.partial(_integer, least=1),
+    "train_examples": _integer,
+}
 
 
 def apply_overrides(mapping, overrides, path):
@@ -203,17 +270,28 @@ def apply_overrides(mapping, overrides, path):
     return mapping
 
 
+def _option_names(keys, path, where):
+    """OpenNMT-py keys are option names: a YAML `5:` or `true:` is none."""
+    for key in keys:
+        if not isinstance(key, str):
+            _fail(path, f"{where}: {_shown(key)} is not an option name")
+    return keys
+
+
 def _reject_runner_keys(keys, where, path):
+    _option_names(keys, path, where)
     owned = set(keys) & set(RUNNER_KEYS)
     if owned:
         _fail(path, f"{where} sets {sorted(owned)}, which the runner sets for every run")
+    if "seed" in keys:  # grid.seed would override it in every run, without a word
+        _fail(path, f"{where}.seed: each run's seed is set by grid.seed (default [1]); list the seeds there")
 
 
 def _reject_recipe_corpus_transforms(recipe, recipe_path, path):
     """The runner replaces the recipe's corpora by the data settings' files; what a
     recipe corpus does beyond naming files would be lost without a word."""
-    for name, corpus in (recipe.get("data") or {}).items():
-        extra = {key: value for key, value in (corpus or {}).items()
+    for name, corpus in _mapping(recipe.get("data"), path, f"recipe {recipe_path}: data").items():
+        extra = {key: value for key, value in _mapping(corpus, path, f"recipe {recipe_path}: data.{name}").items()
                  if key not in ("path_src", "path_tgt") and value not in (None, [])}
         if extra:
             _fail(path, f"recipe {recipe_path}: corpus {name!r} sets {sorted(extra)}, which the runner would drop "
@@ -226,7 +304,10 @@ def _reject_overridden_keys(layers, data, path):
     `layers`: (where, keys, the data settings those keys reach)."""
     layers = layers + [(f"data.{label}.settings", setting.settings, [setting]) for label, setting in data.items()]
     for where, keys, reached in layers:
-        for name in keys.get("transforms") or []:
+        transforms = keys.get("transforms") or []
+        if not isinstance(transforms, list) or not all(isinstance(name, str) for name in transforms):
+            _fail(path, f"{where}.transforms: must be a list of transform names, got {_shown(transforms)}")
+        for name in transforms:
             if name in SETTING_TRANSFORMS:
                 _fail(path, f"{where} lists the transform {name!r}, which would reach the validation corpus "
                             f"too; declare `{SETTING_TRANSFORMS[name]}: N` on a data setting instead")
@@ -245,6 +326,8 @@ def _file_pair(spec, base, path, where):
     for key in ("lines", "join"):
         if spec.get(key) is not None and (not isinstance(spec[key], int) or spec[key] < 1):
             _fail(path, f"{where}.{key} must be a positive integer")
+    for key in ("src", "tgt", "ref") if spec.get("ref") is not None else ("src", "tgt"):
+        _string(spec[key], path, f"{where}.{key}")
     ref = (base / spec["ref"]).resolve() if spec.get("ref") else None
     return FilePair((base / spec["src"]).resolve(), (base / spec["tgt"]).resolve(), ref,
                     spec.get("lines"), spec.get("join"))
@@ -269,7 +352,7 @@ def _data_setting(label, spec, base, path, folder=None):
         _fail(path, f"data.{label}: choose extrapolate or interpolate, not both")
     sources = [key for key in ("train", "synthetic", "folder") if key in spec]
     if folder is not None:
-        sources, spec = ["folder"], {"folder": folder}
+        sources, spec = ["folder"], {"folder": str(folder)}
         base = Path.cwd()
     if len(sources) != 1:
         _fail(path, f"data.{label} needs one of train (with eval), synthetic or folder; got {sources or 'none'}")
@@ -291,7 +374,7 @@ def _data_setting(label, spec, base, path, folder=None):
         extra = {"train", "valid", "eval"} & set(spec)
         if extra:
             _fail(path, f"data.{label}: a folder data setting takes its files from the folder; remove {sorted(extra)}")
-        spec = folder_data(base / spec["folder"], shape["interpolate"], path)
+        spec = folder_data(base / _string(spec["folder"], path, f"data.{label}.folder"), shape["interpolate"], path)
     if "eval" not in spec:
         _fail(path, f"data.{label} needs eval (the sets to translate and score)")
     eval_sets = {name: _file_pair(pair, base, path, f"data.{label}.eval.{name}")
@@ -325,12 +408,28 @@ def _axis(grid, name, default, path):
 
 
 def _grids(spec, path):
-    """`grid`: one mapping of axes, or a non-empty list of them."""
+    """`grid`: one mapping of axes, or a non-empty list of them; each axis a non-empty
+    list of names (method, data) or integers (seed, K)."""
     if isinstance(spec, list):
         if not spec:
             _fail(path, "grid: an empty list names no run")
-        return [_mapping(grid, path, f"grid[{i}]") for i, grid in enumerate(spec)]
-    return [_mapping(spec, path, "grid")]
+        grids = [_mapping(grid, path, f"grid[{i}]") for i, grid in enumerate(spec)]
+    else:
+        grids = [_mapping(spec, path, "grid")]
+    for grid in grids:
+        unknown = set(grid) - GRID_AXES
+        if unknown:
+            _fail(path, f"grid: unknown axes {sorted(unknown)}; axes are {sorted(GRID_AXES)}")
+        for name, values in grid.items():
+            _axis(grid, name, None, path)
+            for value in values:
+                if name in ("method", "data") and not isinstance(value, str):
+                    _fail(path, f"grid.{name}: must be names, got {_shown(value)}")
+                if name in ("seed", "K") and (not isinstance(value, int) or isinstance(value, bool)):
+                    _fail(path, f"grid.{name}: must be integers, got {_shown(value)}")
+                if name in ("seed", "K") and value < 0:
+                    _fail(path, f"grid.{name}: must be >= 0, got {value}")
+    return grids
 
 
 def expand_grids(recipe, settings, methods, data, grids, path, recipe_name="recipe"):
@@ -345,10 +444,7 @@ def expand_grids(recipe, settings, methods, data, grids, path, recipe_name="reci
 
 
 def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe"):
-    """Every run of the grid, in a stable order: data, method, K, seed."""
-    unknown = set(grid) - GRID_AXES
-    if unknown:
-        _fail(path, f"grid: unknown axes {sorted(unknown)}; axes are {sorted(GRID_AXES)}")
+    """Every run of the grid (its axes checked by _grids), in a stable order: data, method, K, seed."""
     if "K" in grid:
         for label in grid.get("method", methods):
             if "shape_max_shift" in methods.get(label, {}):
@@ -362,9 +458,6 @@ def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe
             if name not in known:
                 _fail(path, f"grid.{axis} names {name!r}, which is not under {axis}s: {sorted(known)}"
                       if axis == "method" else f"grid.data names {name!r}, not under data: {sorted(known)}")
-    for value in seeds + [k for k in shifts if k is not None]:
-        if not isinstance(value, int) or value < 0:
-            _fail(path, f"grid seeds and K must be non-negative integers, got {value!r}")
     runs = []
     for data_name, method in itertools.product(data_names, method_names):
         layers = [(recipe_name, recipe), ("settings", settings), (f"data.{data_name}.settings", data[data_name].settings),
@@ -378,6 +471,22 @@ def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe
             runs.append(Run(data_name, method, shift, seed, run_config,
                             {**sources, "seed": "grid.seed", **({"shape_max_shift": "grid.K"} if shift is not None else {})}))
     return runs
+
+
+def _unused_runs(recipe, settings, methods, data, grids, runs, path, recipe_name):
+    """A run of each method and each data setting that no grid line uses, so that
+    check_options checks their keys too: with the first run's data setting or method,
+    and, for a SHAPE method that does not set its own K, the grid's first K (or 0: a
+    grid line naming the method would have to give one)."""
+    shifts = [k for grid in grids for k in grid.get("K", [])][:1] or [0]
+    first = runs[0]
+    unused = [{"method": [m], "data": [first.data], "seed": [1],
+               **({"K": shifts} if "shape_max_shift" not in methods[m] else {})}
+              for m in methods if m not in {run.method for run in runs}]
+    unused += [{"method": [first.method], "data": [d], "seed": [1],
+                **({"K": [first.shift]} if first.shift is not None else {})}
+               for d in data if d not in {run.data for run in runs}]
+    return expand_grids(recipe, settings, methods, data, unused, path, recipe_name)
 
 
 def _analyses(spec, eval_names, path):
@@ -396,6 +505,8 @@ def _analyses(spec, eval_names, path):
             merged["set"] = eval_names[0]
         if "sets" in merged and merged["sets"] is None:
             merged["sets"] = list(eval_names)
+        for option, value in merged.items():
+            ANALYSIS_OPTIONS[option](value, path, f"analyses.{name}.{option}")
         chosen[name] = merged
     return chosen
 
@@ -448,43 +559,48 @@ def load(path, overrides=(), output=None, data_folder=None):
     with `data_folder`, on that folder's files (see folder_data)."""
     path = Path(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            mapping = yaml.safe_load(f) or {}
+        mapping = read_yaml(path) or {}
     except OSError as error:
         raise ExperimentError(f"cannot read experiment file: {error}") from None
-    except yaml.YAMLError as error:
-        raise ExperimentError(f"{path}: not valid YAML: {error}") from None
+    except ConfigFileParserException as error:  # not UTF-8 or not YAML: the file and line
+        raise ExperimentError(str(error)) from None
     mapping = apply_overrides(_mapping(mapping, path, "the experiment file"), overrides, path)
     unknown = set(mapping) - TOP_KEYS
     if unknown:
         _fail(path, f"unknown keys {sorted(unknown)}; known: {sorted(TOP_KEYS)}")
     base = path.resolve().parent
-    name = mapping.get("name", path.stem)
+    name = _string(mapping.get("name", path.stem), path, "name")
     if data_folder is not None:
         name = f"{name}-{Path(data_folder).resolve().name}"
         mapping.pop("output", None)
+    if mapping.get("output") is not None:
+        _string(mapping["output"], path, "output")
 
     recipe = {}
-    if mapping.get("recipe"):
-        recipe_path = base / mapping["recipe"]
+    if mapping.get("recipe") is not None:
+        recipe_path = base / _string(mapping["recipe"], path, "recipe")
         if not recipe_path.is_file():
             _fail(path, f"recipe {mapping['recipe']} not found ({recipe_path})")
-        recipe = merged_mapping(recipe_path)
+        try:
+            recipe = merged_mapping(recipe_path)
+        except ConfigFileParserException as error:  # not YAML, not a mapping, an include missing
+            _fail(path, f"recipe: {error}")
+        _option_names(recipe, path, f"recipe {recipe_path}")
         _reject_recipe_corpus_transforms(recipe, recipe_path, path)
     settings = _mapping(mapping.get("settings"), path, "settings")
-    methods = _mapping(mapping.get("methods"), path, "methods")
+    methods = _labels(_mapping(mapping.get("methods"), path, "methods"), path, "methods")
     if not methods:
         _fail(path, "methods: name at least one position method")
     for label, keys in methods.items():
         methods[label] = _mapping(keys, path, f"methods.{label}")
     for where, keys in [("settings", settings), *((f"methods.{m}", k) for m, k in methods.items())]:
         _reject_runner_keys(keys, where, path)
-    baseline = mapping.get("baseline", next(iter(methods)))
+    baseline = _string(mapping.get("baseline", next(iter(methods))), path, "baseline")
     if baseline not in methods:
         _fail(path, f"baseline {baseline!r} is not among methods: {sorted(methods)}")
 
     data = {label: _data_setting(label, spec, base, path, data_folder)
-            for label, spec in _mapping(mapping.get("data"), path, "data").items()}
+            for label, spec in _labels(_mapping(mapping.get("data"), path, "data"), path, "data").items()}
     if not data:
         _fail(path, "data: name at least one data setting")
     for label, setting in data.items():
@@ -496,6 +612,7 @@ def load(path, overrides=(), output=None, data_folder=None):
               *((f"methods.{m}", k, gridded) for m, k in methods.items())]
     _reject_overridden_keys(layers, data, path)
     runs = expand_grids(recipe, settings, methods, data, grids, path, f"recipe {mapping.get('recipe')}")
+    unused = _unused_runs(recipe, settings, methods, data, grids, runs, path, f"recipe {mapping.get('recipe')}")
 
     evaluation = _mapping(mapping.get("evaluation"), path, "evaluation")
     unknown = set(evaluation) - {"sets", "average_last", "translate"}
@@ -503,7 +620,7 @@ def load(path, overrides=(), output=None, data_folder=None):
         _fail(path, f"evaluation: unknown keys {sorted(unknown)} (sets, average_last, translate)")
     used_data = {run.data for run in runs}
     common = [n for n in next(iter(data.values())).eval_sets if all(n in data[d].eval_sets for d in used_data)]
-    eval_sets = evaluation.get("sets", common)
+    eval_sets = common if evaluation.get("sets") is None else _names(evaluation["sets"], path, "evaluation.sets")
     if not eval_sets:
         _fail(path, f"the data settings {sorted(used_data)} share no evaluation set; name the same sets in each")
     for label in used_data:
@@ -524,6 +641,11 @@ def load(path, overrides=(), output=None, data_folder=None):
             missing = [n for n in options.get("sets", [options.get("set")]) if n not in data[label].eval_sets]
             if missing:
                 _fail(path, f"analyses.{analysis} names {missing}, which data.{label} has no eval set for")
+    translate = _option_names(_mapping(evaluation.get("translate"), path, "evaluation.translate"), path,
+                              "evaluation.translate")
+    owned = set(translate) & set(RUNNER_TRANSLATE_KEYS)
+    if owned:
+        _fail(path, f"evaluation.translate sets {sorted(owned)}, which the runner sets for every translation")
     return Experiment(
         path=path,
         name=name,
@@ -533,8 +655,9 @@ def load(path, overrides=(), output=None, data_folder=None):
         runs=runs,
         eval_sets=eval_sets,
         average_last=average_last,
-        translate=_mapping(evaluation.get("translate"), path, "evaluation.translate"),
+        translate=translate,
         analyses=analyses,
+        unused=unused,
     )
 
 
@@ -550,46 +673,78 @@ def _parse_error_text(message, key):
     return message.removeprefix(f"{key} ").replace(f"unknown option '{key}'", "unknown option")
 
 
+def _parser_problem(get_parser, config, args=(), validate=lambda opt: None):
+    """What an OpenNMT-py command's parser, then `validate`, says of the YAML config
+    `config` (and the command line `args`), or None: an unknown key, a value of the
+    wrong type or out of range."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", encoding="utf-8") as f:
+        f.write(config)
+        f.flush()
+        parser = get_parser()
+
+        def stop(status=0, message=None):
+            raise _ParserStopped(message or "")
+
+        parser.exit, parser.error = stop, lambda message: stop(2, message)
+        try:
+            opt, _ = parser.parse_known_args(["-config", f.name, *args])
+            validate(opt)
+        except (_ParserStopped, ValueError, AssertionError) as error:
+            return str(error)
+    return None
+
+
+def _key_named(message, keys):
+    """The key among `keys` that a parser's message is about, or None."""
+    unknown = re.search(r"unknown option '(\w+)'", message)
+    named = sorted((key for key in map(str, keys) if re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", message)),
+                   key=len, reverse=True)
+    return unknown.group(1) if unknown else named[0] if named else None
+
+
 def check_options(experiment):
     """Every run's OpenNMT-py keys through onmt_train's own parser and the extension's
     option checks, before anything trains: an unknown key, a value of the wrong type
     or out of range is an ExperimentError naming the experiment file and where in it
-    the key was set (`methods.shape.shape_max_shift: must be >= 0, got -3`)."""
-    import tempfile
-
-    from onmt.bin.train import _get_parser
+    the key was set (`methods.shape.shape_max_shift: must be >= 0, got -3`). The
+    methods and data settings no grid line uses are checked too, and
+    evaluation.translate through onmt_translate's parser."""
+    from onmt.bin.train import _get_parser as train_parser
+    from onmt.bin.translate import _get_parser as translate_parser
     from onmt.utils.parse import ArgumentParser
 
+    def validate_model(opt):
+        ArgumentParser.update_model_opts(opt)
+        ArgumentParser.validate_model_opts(opt)
+
+    # the runner's keys, which the parser requires, as placeholders: only parsed, never opened
+    placeholders = yaml.safe_dump({"data": {"corpus": {"path_src": "src", "path_tgt": "tgt"}}, "src_vocab": "vocab"})
     checked = set()
-    for run in experiment.runs:
+    for run in experiment.runs + experiment.unused:
         keys = {key: value for key, value in run.config.items() if key not in RUNNER_KEYS}
         text = yaml.safe_dump(keys, sort_keys=True)
         if text in checked:
             continue
         checked.add(text)
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", encoding="utf-8") as f:
-            # the runner's keys, which the parser requires, as placeholders: only parsed, never opened
-            f.write(text + yaml.safe_dump({"data": {"corpus": {"path_src": "src", "path_tgt": "tgt"}},
-                                           "src_vocab": "vocab"}))
-            f.flush()
-            parser = _get_parser()
+        message = _parser_problem(train_parser, text + placeholders, validate=validate_model)
+        if message is not None:
+            key = _key_named(message, keys)
+            where = f"{run.sources.get(key, 'settings')}.{key}: " if key else f"run {run.id}: "
+            _fail(experiment.path, where + _parse_error_text(message, key or ""))
 
-            def stop(status=0, message=None):
-                raise _ParserStopped(message or "")
-
-            parser.exit, parser.error = stop, lambda message: stop(2, message)
-            try:
-                opt, _ = parser.parse_known_args(["-config", f.name])
-                ArgumentParser.update_model_opts(opt)
-                ArgumentParser.validate_model_opts(opt)
-            except (_ParserStopped, ValueError, AssertionError) as error:
-                message = str(error)
-                named = sorted((key for key in keys if re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", message)),
-                               key=len, reverse=True)
-                unknown = re.search(r"unknown option '(\w+)'", message)
-                key = unknown.group(1) if unknown else named[0] if named else None
-                where = f"{run.sources.get(key, 'settings')}.{key}: " if key else f"run {run.id}: "
-                _fail(experiment.path, where + _parse_error_text(message, key or ""))
+    # parsed only: onmt_translate's validation (the extension's preflight) looks for the model and -src files
+    translate = experiment.translate
+    message = _parser_problem(translate_parser, yaml.safe_dump(translate), ["-model", "model.pt", "-src", "src"])
+    if message is not None:
+        key = _key_named(message, translate)
+        _fail(experiment.path, f"evaluation.translate{f'.{key}' if key else ''}: {_parse_error_text(message, key or '')}")
+    # a key of another command passes the parser, but onmt_translate refuses it after training
+    known = {name.lstrip("-") for name in translate_parser()._option_string_actions}
+    for key in translate:
+        if key not in known:
+            _fail(experiment.path, f"evaluation.translate.{key}: not an onmt_translate option")
 
 
 def parse_shard(text):

@@ -15,7 +15,7 @@ has m - 1 separators.
 import os
 import sys
 
-from onmt_posenc.arguments import token
+from onmt_posenc.arguments import one_token
 
 DEFAULT_N = 10
 DEFAULT_SEP = "<sep>"
@@ -129,12 +129,12 @@ def add_arguments(parser):
     join.add_argument("input")
     join.add_argument("output")
     join.add_argument("-n", type=int, default=DEFAULT_N, help="sentences per line (default: %(default)s)")
-    join.add_argument("--sep", type=token, default=DEFAULT_SEP, help="separator token (default: %(default)s)")
+    join.add_argument("--sep", type=one_token, default=DEFAULT_SEP, help="separator token (default: %(default)s)")
     split = actions.add_parser("split", help="split joined translations back into one sentence per line")
     split.add_argument("hypotheses", help="translations of the joined source, one per line")
     split.add_argument("output")
     split.add_argument("--source", required=True, help="the joined source that was translated")
-    split.add_argument("--sep", type=token, default=DEFAULT_SEP, help="separator token (default: %(default)s)")
+    split.add_argument("--sep", type=one_token, default=DEFAULT_SEP, help="separator token (default: %(default)s)")
 
 
 def check_not_an_input(output, inputs):

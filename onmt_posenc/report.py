@@ -10,6 +10,12 @@ length, joined-set scores, BLEU, gain and length by source length, the swapped
 evaluation, shift invariance of the encoder, token-level NLL, and the position
 ablation. Analyses that compare methods use each method's run with the lowest
 seed; the BLEU table averages over seeds.
+
+A stored result that cannot be read or used (see runs.read_stored) is a failed run
+in the Runs table, named with its file, and left out of the other tables; an analysis
+file likewise, as a note on its run. When no run has finished yet, the report is
+written all the same (its Runs table says what happened to each run) and a warning
+says so on stderr; the exit status is still 0.
 """
 import csv
 import datetime
@@ -55,9 +61,9 @@ def collect(experiment):
 
 
 def _drop_unreadable_analyses(record, directory):
-    """An analysis file that cannot be read leaves the tables, with a note in the Runs table."""
+    """An analysis file that cannot be read or used leaves the tables, with a note in the Runs table."""
     for name, path in list(record.get("analyses", {}).items()):
-        _, unreadable = read_stored(directory / path)
+        _, unreadable = read_stored(directory / path, name)
         if unreadable:
             del record["analyses"][name]
             record.setdefault("analysis_errors", {})[name] = unreadable
@@ -454,9 +460,9 @@ def write_results(experiment, records, batch):
                                r.get("log", "")])
 
 
-def write(experiment):
-    """Collect the runs and write results and report; returns report.md."""
-    records = collect(experiment)
+def write(experiment, records=None):
+    """Collect the runs (unless given their `records`) and write results and report; returns report.md."""
+    records = collect(experiment) if records is None else records
     report = Report(experiment, records)
     path = report.write()
     write_results(experiment, records, report.batch)
@@ -478,5 +484,9 @@ def main(args):
         print(f"onmt-posenc report: error: {experiment.output} does not exist; run the experiment first",
               file=sys.stderr)
         return 2
-    print(f"report: {write(experiment)}", file=sys.stderr)
+    records = collect(experiment)
+    if not any(r["status"] == "finished" for r in records):
+        print(f"onmt-posenc report: warning: no run has finished yet (0 of {len(records)}); the report has "
+              "no results, only what happened to each run", file=sys.stderr)
+    print(f"report: {write(experiment, records)}", file=sys.stderr)
     return 0

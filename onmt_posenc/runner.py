@@ -227,7 +227,8 @@ class RunExecutor:
             "checkpoints_averaged": [p.name for p in averaged],
             # every invocation of the run added up (a resumed run: its earlier attempts too)
             "train_seconds": curve["train_seconds"],
-            "seconds": round((vocab_seconds or 0) + curve["train_seconds"] + evaluation_seconds, 1),
+            "seconds": round((vocab_seconds if isinstance(vocab_seconds, (int, float)) else 0)
+                             + curve["train_seconds"] + evaluation_seconds, 1),
             "analyses": analyses, "analysis_errors": errors, "config": config,
         }
 

@@ -37,13 +37,139 @@ def read_json(path):
         return json.load(f)
 
 
-def read_stored(path):
+class Maybe(NamedTuple):
+    """In a SHAPE: a key that may be absent (`null` too where `null` is true)."""
+    shape: object
+    null: bool = False
+
+
+class Each(NamedTuple):
+    """In a SHAPE: a JSON object with any keys, every value of this shape."""
+    shape: object
+
+
+NUMBER = (int, float)
+_NAMES = {str: "a string", int: "an integer", NUMBER: "a number", bool: "true or false", dict: "a JSON object",
+          list: "a list"}
+# What the report and the claims read of a stored file, to find a broken one when it is
+# read rather than in every use: a type, {key: shape} (a JSON object with these keys),
+# [shape] (a list of such), Each(shape) or Maybe(shape).
+RECORD = {  # result.json or failure.json
+    "status": str, "error": Maybe(str), "log": Maybe(str, null=True),
+    "bleu": Maybe(Each(NUMBER)), "length_ratio": Maybe(Each(NUMBER)),
+    "joined": Maybe(Each({"lines": int, "sentences": int, "bleu": NUMBER, "separator_mismatches": int})),
+    "training_speed": Maybe({"tokens_per_second": NUMBER}, null=True),
+    "train_seconds": Maybe(NUMBER), "seconds": Maybe(NUMBER),
+    "machine": Maybe({"cpu": str, "cores": Maybe(int, null=True), "gpus": Maybe([str]), "torch": str}, null=True),
+    "curve": Maybe({"valid": Maybe([{"step": int, "ppl": NUMBER, "bleu": Maybe(NUMBER)}])}, null=True),
+    "convergence": Maybe({"converged": Maybe(bool, null=True), "why": str}, null=True),
+    "analyses": Maybe(Each(str)), "analysis_errors": Maybe(Each(str)), "config": Maybe(dict, null=True),
+}
+FINISHED = {"bleu": Each(NUMBER), "bleu_signature": str, "config": dict}  # besides RECORD
+ANALYSES = {
+    "length_buckets": Each({"buckets": [str], "counts": [int], "max_train_length": Maybe(int, null=True),
+                            "bleu": [NUMBER], "length_ratio": [NUMBER]}),
+    "shift_invariance": {"offsets": [int], "matrix": [[NUMBER]], "mean_off_diagonal": NUMBER,
+                         "absolute_positions": bool},
+    "position_ablation": {"removed_from": [str], "encoder_cosine": NUMBER, "decoder_cosine": NUMBER,
+                          "perplexity_kept": NUMBER, "perplexity_removed": NUMBER},
+    "token_nll": {"nll": [Maybe([NUMBER], null=True)], "frequency": Maybe([[int]])},
+    # {set: result}; results stored before the training examples were scored are one result
+    "swapped": Each({"applicable": bool, "examples": int, "original": Maybe(NUMBER), "swapped": Maybe(NUMBER),
+                     "drop": Maybe(NUMBER), "wrong_separators": Maybe(NUMBER), "why": Maybe(str)}),
+}
+
+
+def shape_problem(value, shape, where=""):
+    """Why `value` (read from JSON) does not have `shape`, or None."""
+    if isinstance(shape, Maybe):
+        return None if value is None and shape.null else shape_problem(value, shape.shape, where)
+    container = dict if isinstance(shape, (dict, Each)) else list if isinstance(shape, list) else shape
+    if not isinstance(value, container):
+        return f"{where + ': ' if where else ''}must be {_NAMES[container]}, got {_shown(value)}"
+    if isinstance(shape, dict):
+        missing = [key for key, inner in shape.items() if key not in value and not isinstance(inner, Maybe)]
+        if missing:
+            return f"{_inside(where, missing[0])}: missing"
+        inner = [(value[key], shape[key], _inside(where, key)) for key in shape if key in value]
+    elif isinstance(shape, Each):
+        inner = [(item, shape.shape, _inside(where, key)) for key, item in value.items()]
+    elif isinstance(shape, list):
+        inner = [(item, shape[0], f"{where}[{i}]") for i, item in enumerate(value)]
+    else:
+        return None
+    return next(filter(None, (shape_problem(*each) for each in inner)), None)
+
+
+def _inside(where, key):
+    return f"{where}.{key}" if where else f"{key}"
+
+
+def _shown(value):
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:36] + " ..."
+
+
+def record_problem(record):
+    """Why a stored run record (result.json, failure.json) is of no use to the report, or None."""
+    problem = shape_problem(record, RECORD)
+    if problem is None and record["status"] == "finished":
+        problem = shape_problem(record, FINISHED)
+    if problem is not None:
+        return problem
+    if record["status"] not in ("finished", "failed"):
+        return f"status: must be finished or failed, got {_shown(record['status'])}"
+    unscored = set(record.get("joined") or {}) - set(record.get("bleu") or {})
+    if unscored:
+        return f"joined: names {sorted(unscored)}, which bleu does not"
+    if record.get("training_speed") and "train_seconds" not in record:
+        return "train_seconds: missing (training_speed needs it)"
+    if (record.get("curve") or {}).get("valid") and not record.get("convergence"):
+        return "convergence: missing (curve.valid needs it)"
+    return None
+
+
+def analysis_problem(name, stored):
+    """Why a stored analysis is of no use to the report, or None."""
+    if name == "swapped" and isinstance(stored, dict) and "drop" in stored:  # see swapped.results_by_set
+        stored = {"eval": {"applicable": True, **stored}}
+    problem = shape_problem(stored, ANALYSES[name])
+    if problem is not None:
+        return problem
+    if name == "swapped":
+        for where, result in stored.items():
+            needed = ("original", "swapped", "drop") if result["applicable"] else ("why",)
+            missing = [key for key in needed if result.get(key) is None]
+            if missing:
+                return f"{where}.{missing[0]}: missing"
+    if name == "length_buckets":
+        for where, result in stored.items():
+            if any(len(result[key]) != len(result["buckets"]) for key in ("counts", "bleu", "length_ratio")):
+                return f"{where}: counts, bleu and length_ratio must have one value per bucket"
+    if name == "shift_invariance":
+        size = len(stored["offsets"])
+        if not size or len(stored["matrix"]) != size or any(len(row) != size for row in stored["matrix"]):
+            return "matrix: must have one row and one column per offset"
+    return None
+
+
+def read_stored(path, analysis=None):
     """A stored result (result.json, failure.json, an analysis): its value, or None and
-    why it cannot be read (a write cut short, an edit gone wrong)."""
+    why it cannot be read (a write cut short, an edit gone wrong) or used. A run record
+    (by its file name) is checked against RECORD, the analysis `analysis` against its
+    ANALYSES shape, so that one broken file leaves its run, or its analysis, out
+    instead of stopping the report (or the runner) in the middle."""
     try:
-        return read_json(path), None
+        value = read_json(path)
     except (OSError, UnicodeDecodeError, ValueError) as error:
         return None, f"{path} cannot be read ({type(error).__name__}: {error})"
+    if Path(path).name in (RESULT, FAILURE):
+        problem = record_problem(value)
+    else:
+        problem = analysis_problem(analysis, value) if analysis in ANALYSES else None
+    if problem is not None:
+        return None, f"{path} cannot be used ({problem})"
+    return value, None
 
 
 def read_analysis(record, name):

@@ -285,3 +285,11 @@ def test_onmt_posenc_options_and_files_in_one_line(tmp_path, args, message):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith(message.format(**files))
     assert not files["out"].exists()
+
+
+@pytest.mark.parametrize("name", ["onmt_build_vocab", "onmt_train"])
+def test_a_config_that_is_not_yaml_is_named_with_its_line(tmp_path, name):
+    config = tmp_path / "broken.yaml"
+    config.write_text("save_data: run\ndata: {corpus_1: {path_src: x\n")
+    line = one_line_error(run([command(name), "-config", config], expect_ok=False))
+    assert line == f"{name}: error: {config}:3: not valid YAML (expected ',' or '}}', but got '<stream end>')"

@@ -7,7 +7,18 @@ each an `onmt-posenc` command of its own:
     token_nll          which model gives gold tokens the lower NLL, by position x frequency
     speed              training throughput of models against a baseline, same batches
     position_ablation  features and perplexity with the position encoding removed
+
+The commands check their options and files before they load a model, so that a
+mistake costs no model loading or translating.
 """
+import os
+
+from onmt_posenc.interpolate import InterpolateError, read_lines
+
+
+class AnalysisError(InterpolateError):
+    """Bad input to an analysis command. An InterpolateError, because cli.py prints
+    those as the one line `onmt-posenc COMMAND: error: ...` with exit status 2."""
 
 
 def labelled(pairs, option, what):
@@ -15,7 +26,40 @@ def labelled(pairs, option, what):
     values = {}
     for pair in pairs:
         label, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--{option} expects LABEL={what}, got {pair!r}")
+        if not sep or not label:
+            raise AnalysisError(f"--{option} expects LABEL={what}, got {pair!r}")
+        if label in values:  # a dict would keep only the last one, silently
+            raise AnalysisError(f"--{option}: the label {label!r} is given twice ({values[label]} and {value})")
         values[label] = value
     return values
+
+
+def read_texts(paths, limit=None):
+    """The lines of text files that go together line by line (a source, its references,
+    translations), the first `limit` of each. The first file must have text in those
+    lines and every file as many lines as the first, else an AnalysisError names them."""
+    texts = []
+    for path in paths:
+        lines = read_lines(path)  # not UTF-8: an InterpolateError naming the file and line
+        if not texts and not any(line.strip() for line in lines[:limit]):
+            raise AnalysisError(f"{path} is empty" if not lines else
+                                f"{path} has no text in its first {len(lines[:limit])} lines")
+        if texts and len(lines) != len(texts[0]):
+            raise AnalysisError(f"{paths[0]} has {len(texts[0])} lines but {path} has {len(lines)}; "
+                                "they must match line by line")
+        texts.append(lines)
+    return [lines[:limit] for lines in texts]
+
+
+def check_outputs(args, *options):
+    """Outputs are written after the work: a folder that is not there must stop the
+    command before it, not after (with the other outputs unwritten)."""
+    for option in options:
+        path = getattr(args, option)
+        if path is None:
+            continue
+        name, folder = "--" + option.replace("_", "-"), os.path.dirname(path) or "."
+        if os.path.isdir(path):
+            raise AnalysisError(f"{name} {path} is a directory; name a file")
+        if not os.path.isdir(folder):
+            raise AnalysisError(f"{name} {path}: the folder {folder} does not exist")

@@ -11,15 +11,17 @@ example had are marked "unseen": that is where EXTRAPOLATE separates methods.
 """
 import json
 
-from onmt_posenc.analysis import labelled, plots
+from onmt_posenc.analysis import AnalysisError, check_outputs, labelled, plots, read_texts
+from onmt_posenc.arguments import positive_int
 from onmt_posenc.evaluate import corpus_bleu
-from onmt_posenc.interpolate import read_lines
 
 
 def bucket_edges(lengths, width, max_train_length=None):
     """[(first, last)] inclusive length ranges of width `width` covering all lengths,
     one of them ending at `max_train_length`, so that no bucket holds both lengths
     seen in training and longer ones (the first bucket may be narrower)."""
+    if width < 1:  # the loop below would never end
+        raise ValueError(f"the bucket width must be >= 1, got {width}")
     longest = max(lengths)
     last = (max_train_length or 0) % width or width
     edges = [(1, last)]
@@ -72,7 +74,7 @@ def compare(per_model, baseline=None):
 
 
 def max_length(path):
-    return max(len(line.split()) for line in read_lines(path))
+    return max(len(line.split()) for line in read_texts([path])[0])
 
 
 def plot(result, path, title):
@@ -109,8 +111,8 @@ def add_arguments(parser):
     parser.add_argument("--baseline", help="LABEL of the model the gains are measured against")
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--train-src", help="training source file: lengths above its longest line are unseen")
-    length.add_argument("--max-train-length", type=int, help="longest training source length")
-    parser.add_argument("--width", type=int, default=10, help="bucket width in tokens (default: %(default)s)")
+    length.add_argument("--max-train-length", type=positive_int, help="longest training source length")
+    parser.add_argument("--width", type=positive_int, default=10, help="bucket width in tokens (default: %(default)s)")
     parser.add_argument("--plot", help="write the figure to this PNG")
     parser.add_argument("--json", help="write the result to this JSON file")
 
@@ -118,11 +120,12 @@ def add_arguments(parser):
 def main(args):
     hyp_files = labelled(args.hyp, "hyp", "FILE")
     if args.baseline is not None and args.baseline not in hyp_files:
-        raise SystemExit(f"--baseline {args.baseline!r} is not one of the --hyp labels {sorted(hyp_files)}")
+        raise AnalysisError(f"--baseline {args.baseline!r} is not one of the --hyp labels {sorted(hyp_files)}")
+    check_outputs(args, "plot", "json")
+    src, ref, *hyps = read_texts([args.src, args.ref, *hyp_files.values()])
     longest = max_length(args.train_src) if args.train_src else args.max_train_length
-    src, ref = read_lines(args.src), read_lines(args.ref)
-    result = compare({label: bucket_scores(src, ref, read_lines(path), args.width, longest)
-                      for label, path in hyp_files.items()}, args.baseline)
+    result = compare({label: bucket_scores(src, ref, lines, args.width, longest)
+                      for label, lines in zip(hyp_files, hyps)}, args.baseline)
     print("bucket".ljust(12) + "n".rjust(6) + "".join(f"{label} BLEU".rjust(14) for label in result["bleu"])
           + "".join(f"{label} len".rjust(12) for label in result["bleu"]))
     for k, bucket in enumerate(result["buckets"]):

@@ -10,6 +10,9 @@ from typing import NamedTuple
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
+from onmt_posenc import interpolate
+from onmt_posenc.analysis import AnalysisError, read_texts
+
 
 class LoadedModel(NamedTuple):
     model: torch.nn.Module  # an onmt NMTModel in eval mode, on CPU
@@ -17,25 +20,38 @@ class LoadedModel(NamedTuple):
     opt: object  # the model options saved in the checkpoint (argparse.Namespace)
 
 
+def check_model(path):
+    """An AnalysisError naming `path` unless it is a complete OpenNMT-py checkpoint;
+    cheap (the tensors are not read), so commands check every model before any work.
+    Left to the plugin's excepthook the error would lack the command's name (exit 1)."""
+    from onmt_posenc.checkpoints import CheckpointError, UnsafeCheckpointError, check_complete
+
+    try:
+        check_complete(path)
+    except (CheckpointError, UnsafeCheckpointError) as error:
+        raise AnalysisError(str(error)) from None
+
+
 def load_model(path):
     """A checkpoint loaded exactly as onmt_translate loads it."""
     from onmt.bin.translate import _get_parser
     from onmt.model_builder import load_test_model
 
+    check_model(path)
     opt = _get_parser().parse_args(["-model", str(path), "-src", str(path)])
     vocabs, model, model_opt = load_test_model(opt, model_path=str(path))
     return LoadedModel(model, vocabs, model_opt)
 
 
 def read_lines(path, limit=None):
-    """Whitespace-token lists of the first `limit` lines of a text file."""
-    lines = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if limit is not None and len(lines) == limit:
-                break
-            lines.append(line.split())
-    return lines
+    """Whitespace-token lists of the first `limit` lines of a text file (lines as
+    OpenNMT-py reads them; not UTF-8: an InterpolateError naming the file and line)."""
+    return [line.split() for line in interpolate.read_lines(path)[:limit]]
+
+
+def read_tokens(paths, limit=None):
+    """read_texts's checked lines of files that go together, as whitespace-token lists."""
+    return [[line.split() for line in lines] for lines in read_texts(paths, limit)]
 
 
 def batches(vocabs, src_lines, tgt_lines=None, max_tokens=2048):

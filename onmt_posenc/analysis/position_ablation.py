@@ -18,7 +18,8 @@ import math
 
 import torch
 
-from onmt_posenc.analysis import models, plots
+from onmt_posenc.analysis import check_outputs, models, plots
+from onmt_posenc.arguments import positive_int
 
 
 def _features(loaded, src_lines, tgt_lines, max_tokens):
@@ -73,15 +74,16 @@ def add_arguments(parser):
     parser.add_argument("--model", required=True, help="an OpenNMT-py checkpoint")
     parser.add_argument("--src", required=True, help="source sentences")
     parser.add_argument("--tgt", required=True, help="their gold translations")
-    parser.add_argument("--max-sentences", type=int, help="use the first N lines")
+    parser.add_argument("--max-sentences", type=positive_int, help="use the first N lines")
     parser.add_argument("--sinusoid-plot", help="write the model's sinusoid matrix heatmap to this PNG")
     parser.add_argument("--json", help="write the result to this JSON file")
 
 
 def main(args):
+    check_outputs(args, "sinusoid_plot", "json")
+    src, tgt = models.read_tokens([args.src, args.tgt], args.max_sentences)
     loaded = models.load_model(args.model)
-    result = ablate(loaded, models.read_lines(args.src, args.max_sentences),
-                    models.read_lines(args.tgt, args.max_sentences))
+    result = ablate(loaded, src, tgt)
     where = " and ".join(result["removed_from"]) or "nowhere (no absolute positions)"
     print(f"position encoding removed from: {where}")
     print(f"mean cosine similarity of features, kept vs removed: encoder {result['encoder_cosine']:.4f}, "

@@ -18,7 +18,8 @@ import sys
 
 import torch
 
-from onmt_posenc.analysis import models, plots
+from onmt_posenc.analysis import check_outputs, models, plots
+from onmt_posenc.arguments import non_negative_int, positive_int
 
 DEFAULT_OFFSETS = (0, 100, 250, 500)
 
@@ -78,15 +79,18 @@ def plot(result, path, title):
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="an OpenNMT-py checkpoint")
     parser.add_argument("--src", required=True, help="source sentences (tokenized as in training)")
-    parser.add_argument("--offsets", type=int, nargs="+", default=list(DEFAULT_OFFSETS),
+    parser.add_argument("--offsets", type=non_negative_int, nargs="+", default=list(DEFAULT_OFFSETS),
                         help="position offsets to compare (default: %(default)s)")
-    parser.add_argument("--max-sentences", type=int, default=200, help="use the first N lines (default: %(default)s)")
+    parser.add_argument("--max-sentences", type=positive_int, default=200,
+                        help="use the first N lines (default: %(default)s)")
     parser.add_argument("--plot", help="write the heatmap to this PNG")
     parser.add_argument("--json", help="write the result to this JSON file")
 
 
 def main(args):
-    result = measure(models.load_model(args.model), models.read_lines(args.src, args.max_sentences), args.offsets)
+    check_outputs(args, "plot", "json")
+    src = models.read_tokens([args.src], args.max_sentences)[0]
+    result = measure(models.load_model(args.model), src, args.offsets)
     width = max(len(str(k)) for k in args.offsets) + 6
     print("offset".rjust(width) + "".join(str(k).rjust(width) for k in args.offsets))
     for k, row in zip(args.offsets, result["matrix"]):

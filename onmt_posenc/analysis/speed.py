@@ -16,7 +16,8 @@ import time
 
 import torch
 
-from onmt_posenc.analysis import labelled, models
+from onmt_posenc.analysis import AnalysisError, check_outputs, labelled, models
+from onmt_posenc.arguments import positive_int
 
 
 def training_step(model, batch):
@@ -62,9 +63,10 @@ def add_arguments(parser):
     parser.add_argument("--baseline", help="LABEL the speeds are relative to (default: the first)")
     parser.add_argument("--src", required=True, help="source sentences to build batches from")
     parser.add_argument("--tgt", required=True, help="their translations")
-    parser.add_argument("--batches", type=int, default=8, help="batches per round (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=3, help="passes over the batches (default: %(default)s)")
-    parser.add_argument("--batch-tokens", type=int, default=2048, help="tokens per batch (default: %(default)s)")
+    parser.add_argument("--batches", type=positive_int, default=8, help="batches per round (default: %(default)s)")
+    parser.add_argument("--rounds", type=positive_int, default=3, help="passes over the batches (default: %(default)s)")
+    parser.add_argument("--batch-tokens", type=positive_int, default=2048,
+                        help="tokens per batch (default: %(default)s)")
     parser.add_argument("--json", help="write the result to this JSON file")
 
 
@@ -72,10 +74,13 @@ def main(args):
     paths = labelled(args.model, "model", "CHECKPOINT")
     baseline = args.baseline or next(iter(paths))
     if baseline not in paths:
-        raise SystemExit(f"--baseline {baseline!r} is not one of the --model labels {sorted(paths)}")
+        raise AnalysisError(f"--baseline {baseline!r} is not one of the --model labels {sorted(paths)}")
+    check_outputs(args, "json")
+    src, tgt = models.read_tokens([args.src, args.tgt])
+    for path in paths.values():  # all, before the first loads
+        models.check_model(path)
     loaded = {label: models.load_model(path) for label, path in paths.items()}
-    speeds = throughput(loaded, models.read_lines(args.src), models.read_lines(args.tgt),
-                        args.batches, args.rounds, args.batch_tokens)
+    speeds = throughput(loaded, src, tgt, args.batches, args.rounds, args.batch_tokens)
     ratios = relative(speeds, baseline)
     print(f"torch threads: {torch.get_num_threads()}")
     print("model".ljust(16) + "tokens/s".rjust(12) + f"  vs {baseline}")

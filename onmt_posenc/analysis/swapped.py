@@ -19,9 +19,13 @@ reference, the result is "not applicable", with that share, and no drop.
     onmt-posenc swapped --model model.pt --src concat.src --tgt concat.tgt --workdir swapped/
 """
 import json
+import os
+import sys
 from pathlib import Path
 
 from onmt_posenc import stock
+from onmt_posenc.arguments import one_token
+from onmt_posenc.analysis import AnalysisError, check_outputs, models, read_texts
 from onmt_posenc.evaluate import corpus_bleu
 from onmt_posenc.interpolate import DEFAULT_SEP, join_segments, read_lines, split_segments, write_lines
 from onmt_posenc.tokenization import tokenizer
@@ -110,13 +114,33 @@ def add_arguments(parser):
     parser.add_argument("--src", required=True, help="INTERPOLATE source lines, sentences joined by the separator")
     parser.add_argument("--tgt", required=True, help="their references, joined the same way")
     parser.add_argument("--workdir", required=True, help="folder for the swapped source, translations and logs")
-    parser.add_argument("--sep", default=DEFAULT_SEP, help="separator token (default: %(default)s)")
+    parser.add_argument("--sep", type=one_token, default=DEFAULT_SEP, help="separator token (default: %(default)s)")
     parser.add_argument("--translate-config", help="onmt_translate options (YAML), e.g. beam_size")
     parser.add_argument("--json", help="write the result to this JSON file")
 
 
+def check_joined(src_path, tgt_path, sep):
+    """Sentences are moved at the separators: source lines without any cannot be swapped
+    (the drop would be 0 by construction), and each reference needs as many as its source."""
+    src_lines, tgt_lines = read_texts([src_path, tgt_path])
+    if not any(sep in line.split() for line in src_lines):
+        raise AnalysisError(f"{src_path} has no line with the separator {sep!r}: swapped needs joined "
+                            "(INTERPOLATE) lines, as `onmt-posenc interpolate join` writes them")
+    for number, (src, tgt) in enumerate(zip(src_lines, tgt_lines), 1):
+        if src.split().count(sep) != tgt.split().count(sep):
+            raise AnalysisError(f"{tgt_path}:{number}: {tgt.split().count(sep)} separators where "
+                                f"{src_path}:{number} has {src.split().count(sep)}")
+
+
 def main(args):
+    # All checks before the first translation.
+    check_joined(args.src, args.tgt, args.sep)
+    models.check_model(args.model)
+    if args.translate_config is not None and not os.path.isfile(args.translate_config):
+        raise AnalysisError(f"--translate-config {args.translate_config} does not exist")
     workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)  # first: --json may name a file in it
+    check_outputs(args, "json")
 
     def translate(src, output):
         log = workdir / f"{Path(output).stem}.translate.log"
@@ -125,7 +149,8 @@ def main(args):
     try:
         result = analyse(args.src, args.tgt, workdir, translate, args.sep)
     except stock.StockCommandError as error:
-        print(f"onmt-posenc swapped: error: {error}")
+        # onmt_translate failed on input that passed the checks above: not a usage error.
+        print(f"onmt-posenc swapped: error: {error}", file=sys.stderr)
         return 1
     if not result["applicable"]:
         print(result["why"])

@@ -16,7 +16,8 @@ from collections import Counter
 
 import torch
 
-from onmt_posenc.analysis import models, plots
+from onmt_posenc.analysis import AnalysisError, check_outputs, models, plots
+from onmt_posenc.arguments import positive_int
 
 END_OF_SENTENCE = "</s>"
 
@@ -42,6 +43,18 @@ def training_frequencies(tgt_path):
             lines += 1
     counts[END_OF_SENTENCE] = lines
     return counts
+
+
+def check_training_targets(path):
+    """UTF-8 text with lines, checked in one fast pass: the training targets can be too
+    large to hold in memory, and training_frequencies reads them only after the models ran."""
+    from onmt_posenc.preflight import scan_text
+
+    lines, bad_line, why = scan_text(path)
+    if bad_line is not None:
+        raise AnalysisError(f"{path}:{bad_line}: not UTF-8 text ({why})")
+    if lines == 0:
+        raise AnalysisError(f"{path} is empty: no training frequencies")
 
 
 def frequency_edges(frequencies, bins):
@@ -107,20 +120,27 @@ def add_arguments(parser):
     parser.add_argument("--src", required=True, help="source sentences")
     parser.add_argument("--tgt", required=True, help="their gold translations")
     parser.add_argument("--train-tgt", required=True, help="training targets, for token frequencies")
-    parser.add_argument("--max-sentences", type=int, help="use the first N lines")
-    parser.add_argument("--position-width", type=int, default=10, help="decoder positions per row (default: %(default)s)")
-    parser.add_argument("--frequency-bins", type=int, default=4, help="frequency columns (default: %(default)s)")
+    parser.add_argument("--max-sentences", type=positive_int, help="use the first N lines")
+    parser.add_argument("--position-width", type=positive_int, default=10,
+                        help="decoder positions per row (default: %(default)s)")
+    parser.add_argument("--frequency-bins", type=positive_int, default=4,
+                        help="frequency columns (default: %(default)s)")
     parser.add_argument("--plot", help="write the heatmap to this PNG")
     parser.add_argument("--json", help="write the result to this JSON file")
 
 
 def main(args):
-    src, tgt = models.read_lines(args.src, args.max_sentences), models.read_lines(args.tgt, args.max_sentences)
+    label_a, label_b = args.labels
+    if label_a == label_b:
+        raise AnalysisError(f"--labels: A and B must differ, got {label_a!r} twice")
+    check_outputs(args, "plot", "json")
+    src, tgt = models.read_tokens([args.src, args.tgt], args.max_sentences)
+    check_training_targets(args.train_tgt)
+    models.check_model(args.model_b)  # before model A runs
     nll_a = token_nlls(models.load_model(args.model_a), src, tgt)
     nll_b = token_nlls(models.load_model(args.model_b), src, tgt)
     result = compare(nll_a, nll_b, gold_frequencies(tgt, training_frequencies(args.train_tgt)),
                      args.position_width, args.frequency_bins)
-    label_a, label_b = args.labels
     print(f"share of {result['tokens']} gold tokens where {label_a} has lower NLL than {label_b}: "
           f"{result['share']:.3f}")
     print("position".ljust(10) + "".join(f.rjust(14) for f in result["frequency_buckets"]))
