@@ -26,6 +26,8 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
         folder: ../../data/multi30k
         interpolate: 10              # INTERPOLATE: 10 adjacent pairs joined with <sep>, in training,
                                      # validation and every evaluation set
+        single_pairs: 10             # also train on the single pairs, 10 per joined example
+                                     # (a second corpus of the same files; see runs.corpora)
       synthetic:
         synthetic: {seed: 1}         # generated offline (onmt_posenc.synthetic), nothing else needed
     grid:                            # the runs are the product of these axes
@@ -125,6 +127,7 @@ class DataSetting:
     synthetic: SyntheticTask = None  # generated: train, valid and eval sets come from it
     extrapolate: int = None  # EXTRAPOLATE: the longest training pair kept, in tokens per side
     interpolate: int = None  # INTERPOLATE: sentences joined per example
+    single_pairs: int = None  # INTERPOLATE: single training pairs mixed in per joined example
 
     @property
     def kind(self):
@@ -342,14 +345,17 @@ def _positive(value, path, where):
 def _data_setting(label, spec, base, path, folder=None):
     """A data setting from its mapping; `folder` (--data) replaces where its files come from."""
     spec = _mapping(spec, path, f"data.{label}")
-    known = {"train", "valid", "eval", "synthetic", "folder", "settings", "extrapolate", "interpolate"}
+    known = {"train", "valid", "eval", "synthetic", "folder", "settings", "extrapolate", "interpolate", "single_pairs"}
     unknown = set(spec) - known
     if unknown:
         _fail(path, f"data.{label}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
     settings = _mapping(spec.get("settings"), path, f"data.{label}.settings")
-    shape = {key: _positive(spec.get(key), path, f"data.{label}.{key}") for key in ("extrapolate", "interpolate")}
+    shape = {key: _positive(spec.get(key), path, f"data.{label}.{key}")
+             for key in ("extrapolate", "interpolate", "single_pairs")}
     if shape["extrapolate"] and shape["interpolate"]:
         _fail(path, f"data.{label}: choose extrapolate or interpolate, not both")
+    if shape["single_pairs"] and not shape["interpolate"]:
+        _fail(path, f"data.{label}.single_pairs mixes single pairs into joined ones: it needs interpolate")
     sources = [key for key in ("train", "synthetic", "folder") if key in spec]
     if folder is not None:
         sources, spec = ["folder"], {"folder": str(folder)}

@@ -314,7 +314,7 @@ class RunExecutor:
         results = {name: swapped.analyse(files.src, files.ref, workdir / name, self.translate, sep,
                                          original_hyp=self.dir / "hyp" / f"{name}.txt")}
         if options["train_examples"]:
-            src = next(iter(sorted((self.dir / "sample").glob("*.src"))))
+            src = self.dir / "sample" / "train.sample.src"  # the joined corpus, not single_pairs's
             examples = swapped.training_examples(src, src.with_suffix(".tgt"), options["train_examples"],
                                                  workdir / "train", sep)
             results["train"] = (swapped.analyse(*examples, workdir / "train", self.translate, sep) if examples else
@@ -436,7 +436,9 @@ def check_data_files(experiment, runs):
 def describe(setting):
     """A data setting in one line: its kind and where its files come from."""
     kind = setting.kind + (f" (extrapolate: {setting.extrapolate})" if setting.extrapolate else
-                           f" (interpolate: {setting.interpolate})" if setting.interpolate else "")
+                           f" (interpolate: {setting.interpolate}" +
+                           (f", single_pairs: {setting.single_pairs})" if setting.single_pairs else ")")
+                           if setting.interpolate else "")
     source = "the synthetic task" if setting.synthetic else f"{setting.train.src.parent}"
     return f"{kind}, training files from {source}"
 

@@ -148,6 +148,41 @@ def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
     assert config["concat_n"] == 3
 
 
+def test_single_pairs_mixes_the_training_files_as_a_second_corpus(tmp_path):
+    """INTERPOLATE with single_pairs: W trains on the joined corpus and on its single
+    pairs, W of those per joined example; validation stays joined. onmt_build_vocab
+    reads both, and the swapped evaluation takes its examples from the joined one."""
+    from onmt_posenc.runs import SINGLE_PAIRS_CORPUS, prepare_data, run_config
+
+    single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
+              "eval_examples": 7}
+    loaded = experiments.load(experiment_file(tmp_path, data={
+        "joined": {"synthetic": single, "interpolate": 3, "single_pairs": 3}}))
+    setting = loaded.data["joined"]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    config = run_config(loaded.runs[0], setting, prepare_data(setting, tmp_path / "data"), run_dir)
+    corpora = config["data"]
+    assert corpora["train"]["transforms"] == corpora["valid"]["transforms"] == ["concat_pairs"]
+    assert corpora[SINGLE_PAIRS_CORPUS]["transforms"] == [] and corpora[SINGLE_PAIRS_CORPUS]["weight"] == 3
+    assert corpora["train"]["weight"] == 1
+    assert corpora[SINGLE_PAIRS_CORPUS]["path_src"] == corpora["train"]["path_src"]
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    run([command("onmt_build_vocab"), "-config", run_dir / "config.yaml", "-n_sample", "-1", "-dump_samples"])
+    joined = read_lines(run_dir / "sample" / "train.sample.src")
+    singles = read_lines(run_dir / "sample" / f"{SINGLE_PAIRS_CORPUS}.sample.src")
+    assert [line.split().count("<sep>") for line in joined] == [2] * 10  # 30 pairs, 3 per example
+    assert len(singles) == 30 and not any("<sep>" in line.split() for line in singles)
+    assert [s for line in joined for s in " ".join(line.split()).split(" <sep> ")] == singles
+
+
+def test_single_pairs_needs_interpolate(tmp_path):
+    path = experiment_file(tmp_path, data={"plain": {"synthetic": {}, "single_pairs": 3}})
+    with pytest.raises(experiments.ExperimentError, match="data.plain.single_pairs mixes single pairs into joined "
+                                                          "ones: it needs interpolate"):
+        experiments.load(path)
+
+
 def test_shards_split_the_runs_without_overlap(tmp_path):
     runs = experiments.load(experiment_file(tmp_path)).runs
     parts = [experiments.shard(runs, i, 3) for i in (1, 2, 3)]
@@ -188,7 +223,9 @@ def test_data_folder_gives_every_data_setting_its_files(tmp_path):
     loaded = experiments.load(multi30k, data_folder=folder)
     assert loaded.output == Path("runs/multi30k-m30k")
     assert {label: s.kind for label, s in loaded.data.items()} == {
-        "vanilla": "VANILLA", "extrapolate": "EXTRAPOLATE", "interpolate": "INTERPOLATE"}
+        "vanilla": "VANILLA", "extrapolate": "EXTRAPOLATE", "interpolate": "INTERPOLATE",
+        "interpolate-mixed": "INTERPOLATE"}
+    assert loaded.data["interpolate-mixed"].single_pairs == 10 and loaded.data["interpolate"].single_pairs is None
     for setting in loaded.data.values():
         assert setting.train.src == folder.resolve() / "src-train.txt"
         assert setting.eval_sets["test"].ref == folder.resolve() / "ref-test.txt"  # raw text for BLEU
@@ -516,12 +553,47 @@ def test_only_shaw_plays_the_papers_rpe_in_the_claims():
     assert role({"shape_max_shift": 20}) == "SHAPE"
 
 
+def test_the_swapped_claim_uses_the_joined_setting_whose_models_write_separators(tmp_path):
+    """Of two settings trained on joined sentences, one whose models do not write <sep>
+    (the paper's joined-only training on a small corpus) does not hide the other."""
+    from onmt_posenc import claims
+
+    single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1}
+    loaded = experiments.load(experiment_file(tmp_path, data={
+        "joined": {"synthetic": single, "interpolate": 4},
+        "mixed": {"synthetic": single, "interpolate": 4, "single_pairs": 4}}, grid={"method": ["ape", "shape"]}))
+    no_sep = {"applicable": False, "examples": 10, "why": "not applicable: the model does not produce <sep> (90% ...)"}
+
+    def record(data, method, swapped):
+        folder = tmp_path / data / method
+        folder.mkdir(parents=True)
+        (folder / "swapped.json").write_text(json.dumps({"train": swapped}))
+        return {"id": f"{data}/{method}/seed1", "data": data, "method": method, "label": method, "seed": 1,
+                "status": "finished", "bleu": {}, "dir": str(folder), "analyses": {"swapped": "swapped.json"},
+                "convergence": {"converged": True, "why": "test"},
+                "config": {"shape_max_shift": 10} if method == "shape" else {}}
+
+    def drop(value):
+        return {"applicable": True, "original": 30.0, "swapped": 30.0 - value, "drop": value, "examples": 10}
+
+    failing = [record("joined", "ape", no_sep), record("joined", "shape", no_sep)]
+    row = claims.swapped(claims.Batch(loaded, failing), "paper")
+    assert row["held"] == "not measured" and "joined (INTERPOLATE" in row["measured"]
+    usable = [record("mixed", "ape", drop(9.0)), record("mixed", "shape", drop(1.0))]
+    row = claims.swapped(claims.Batch(loaded, failing + usable), "paper")
+    assert row["held"] == "yes" and row["measured"].startswith("mixed (INTERPOLATE")
+
+
 def test_report_marks_results_made_with_other_settings_as_stale(demo, tmp_path):
     """A copied output folder holds the same runs; after the file changes, a run is stale."""
     output, _ = demo
     copy = tmp_path / "moved"
     shutil.copytree(output, copy)
     run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
+    assert "stale" not in (copy / "report.md").read_text(encoding="utf-8")
+    # the same runs made on a GPU: where a run trains is not what it studies
+    on_gpu = [*overrides(SCALED_DOWN), "--set", "settings.gpu_ranks=[0]", "--set", "evaluation.translate.gpu=0"]
+    run([command("onmt-posenc"), "report", DEMO, "--output", copy, *on_gpu], cwd=REPO)
     assert "stale" not in (copy / "report.md").read_text(encoding="utf-8")
     changed = [*overrides(SCALED_DOWN), "--set", "methods.shape.shape_max_shift=7"]
     run([command("onmt-posenc"), "report", DEMO, "--output", copy, *changed], cwd=REPO)
