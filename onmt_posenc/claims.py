@@ -125,10 +125,11 @@ def same_bleu_tolerance(a, b):
     variance); with one seed each, SAME_BLEU. Returns (tolerance, how it was set)."""
     spread = [values for values in (a, b) if len(values) > 1]
     if not spread:
-        return SAME_BLEU, f"within {SAME_BLEU:g} BLEU (one seed each)"
+        return SAME_BLEU, f"the same if within ±{SAME_BLEU:g} BLEU (one seed each)"
     pooled = sum(statistics.variance(v) * (len(v) - 1) for v in spread) / sum(len(v) - 1 for v in spread)
     error = math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
-    return SPREAD_FACTOR * error, f"within {SPREAD_FACTOR:g} standard errors of the seeds' spread ({SPREAD_FACTOR * error:.2f})"
+    return SPREAD_FACTOR * error, (f"the same if within ±{SPREAD_FACTOR * error:.2f}, {SPREAD_FACTOR:g} "
+                                   "standard errors of the seeds' spread")
 
 
 def _row(claim, paper, measured, held):
@@ -180,7 +181,8 @@ def unseen_lengths(batch, role, paper):
             sentences = sum(result["counts"][k] for k in unseen)
             gain = sum(result["gain"][role][k] * result["counts"][k] for k in unseen) / sentences
             measured = (f"{batch.where(data, role)}, {name}: {sentences} sentences longer than any training source "
-                        f"(> {result['max_train_length']}): mean bucket gain {gain:+.2f}")
+                        f"(> {result['max_train_length']}): BLEU gain per bucket, weighted by its sentences, "
+                        f"{gain:+.2f}")
             used = [batch.first_seed(data, "APE"), batch.first_seed(data, role)]
             return _unconverged(claim, paper, measured, used) or _row(claim, paper, measured, gain >= 0)
     return _missing(claim, paper, f"an EXTRAPOLATE data setting with length buckets for APE and {role}")

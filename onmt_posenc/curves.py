@@ -28,12 +28,14 @@ COMMAND_LINE = re.compile(r"^\$ \S*onmt_train\b")
 RESUMED_FROM = re.compile(r"-train_from \S*model_step_(\d+)\.pt")
 VALID_FIELDS = {"Validation perplexity": "ppl", "Validation accuracy": "acc", "validation BLEU": "bleu"}
 
-# The convergence rule: validation perplexity improved by less than this share over
-# the last quarter of training (from the last validation at or before 3/4 of the
-# steps to the last one).
-CONVERGED_BELOW = 0.01
-RULE = (f"validation perplexity improved by less than {CONVERGED_BELOW:.0%} over the last quarter of "
-        "training (last validation at or before 3/4 of the steps -> last validation)")
+# The convergence rule: validation perplexity improved by less than CONVERGED_BELOW
+# over the last quarter of training (from the last validation at or before 3/4 of the
+# steps to the last one), and did not rise by more than DIVERGED_ABOVE: a model past
+# its best creeps up a little, one that diverges does not count as trained.
+CONVERGED_BELOW, DIVERGED_ABOVE = 0.01, 0.05
+RULE = (f"validation perplexity improved by less than {CONVERGED_BELOW:.0%}, and rose by no more than "
+        f"{DIVERGED_ABOVE:.0%}, over the last quarter of training (last validation at or before 3/4 of "
+        "the steps -> last validation)")
 
 
 # OpenNMT-py's defaults, for a config that does not set them
@@ -114,6 +116,6 @@ def convergence(valid):
         return {"converged": None, "why": f"no validation at or before step {0.75 * last['step']:.0f}"}
     before = quarter[-1]
     gain = (before["ppl"] - last["ppl"]) / before["ppl"]
-    return {"converged": gain < CONVERGED_BELOW,
+    return {"converged": -DIVERGED_ABOVE <= gain < CONVERGED_BELOW,
             "why": f"valid ppl {before['ppl']:.2f} at step {before['step']} -> {last['ppl']:.2f} at step "
-                   f"{last['step']} ({-gain:+.1%})"}
+                   f"{last['step']} ({-gain:+.1%}{'; diverging' if gain < -DIVERGED_ABOVE else ''})"}

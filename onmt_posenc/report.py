@@ -50,6 +50,8 @@ def collect(experiment):
         elif record["status"] == "finished":
             setting = experiment.data[run.data]
             config = run_config(run, setting, corpus_files(setting, data_dir(experiment, run.data)), directory)
+            if record.get("curve"):  # the rule of today's code, also for results stored under an older one
+                record["convergence"] = curves.convergence(record["curve"]["valid"])
             if is_stale(record, config):
                 record.update(status="stale", error=f"stale: {directory} holds this run with settings other than "
                                                     f"{experiment.path} makes now; remove that folder and run again")

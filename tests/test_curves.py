@@ -46,6 +46,7 @@ def test_training_speed_leaves_out_each_invocations_first_report(log):
     ([40.0, 30.0, 20.0, 19.9, 19.85], True),   # 19.9 at step 75 of 100 -> 19.85: 0.25% better
     ([40.0, 30.0, 20.0, 19.0, 18.0], False),  # 19.0 -> 18.0: 5% better
     ([40.0, 30.0, 20.0, 19.0, 19.5], True),   # worse at the end: past its best
+    ([40.0, 30.0, 20.0, 19.0, 23.0], False),  # 21% worse: diverging
 ])
 def test_convergence_rule(ppls, converged):
     valid = [{"step": 25 * i, "ppl": ppl} for i, ppl in enumerate(ppls)]

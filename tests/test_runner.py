@@ -360,9 +360,15 @@ def test_claims_table_follows_the_results(demo, tmp_path):
         run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
         return claims_row((copy / "report.md").read_text(encoding="utf-8"), claim)
 
-    converged = {"converged": True, "why": "edited by the test"}
+    def store_curve(label, ppls):
+        """The report judges convergence from the stored validation curve."""
+        result = json.loads((copy / "synthetic" / label / "seed1" / "result.json").read_text())
+        valid = [{"step": 4 * (i + 1), "ppl": ppl} for i, ppl in enumerate(ppls)]
+        store(label, "result.json", curve={**result["curve"], "valid": valid})
+
+    flat, falling = [9.0, 6.0, 5.0, 5.0], [9.0, 8.0, 7.0, 5.0]
     for label, drop in (("ape", 9.0), ("shape", 1.0)):
-        store(label, "result.json", convergence=converged)
+        store_curve(label, flat)
         store(label, "analyses/swapped.json", train={"applicable": True, "original": 30.0, "swapped": 30.0 - drop,
                                                      "drop": drop, "examples": 10})
     row = claim_after_report()
@@ -371,10 +377,10 @@ def test_claims_table_follows_the_results(demo, tmp_path):
     store("shape", "analyses/swapped.json", train={"applicable": True, "original": 30.0, "swapped": 22.0,
                                                    "drop": 8.0, "examples": 10})
     assert claim_after_report().endswith("| no |")
-    store("shape", "result.json", convergence={"converged": False, "why": "valid ppl still falling"})
+    store_curve("shape", falling)
     row = claim_after_report()
-    assert row.endswith("| not measured |") and "synthetic/shape/seed1 (valid ppl still falling)" in row
-    store("shape", "result.json", convergence=converged)
+    assert row.endswith("| not measured |") and "synthetic/shape/seed1 (valid ppl 7.00 at step 12 -> 5.00" in row
+    store_curve("shape", flat)
     store("ape", "analyses/swapped.json", train={"applicable": False, "examples": 10, "why": "not applicable: no sep"})
     row = claim_after_report()
     assert row.endswith("| not measured |") and "APE: not applicable: no sep" in row
@@ -524,7 +530,7 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
     shape = [record("shape", s, b) for s, b in ((1, 30.5), (2, 31.5), (3, 32.5))]
     result = row(ape + shape)
     assert result["held"] == "yes" and "31.50 ± 1.00 (3 seeds) vs 30.00 ± 1.00 (3 seeds) (+1.50" in result["measured"]
-    assert "2 standard errors of the seeds' spread (1.63)" in result["measured"]
+    assert "the same if within ±1.63, 2 standard errors of the seeds' spread" in result["measured"]
     # the same difference with seeds that agree closely is a real difference
     tight = [record("ape", s, b) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))]
     assert row(tight + [record("shape", s, b + 1.5) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))])["held"] == "no"
