@@ -49,7 +49,7 @@ def safe_load(original_load):
             raise CheckpointError(_not_a_file(f))
         try:
             with torch.serialization.safe_globals(CHECKPOINT_GLOBALS):
-                return original_load(f, *args, **kwargs)
+                loaded = original_load(f, *args, **kwargs)
         except pickle.UnpicklingError as error:
             found = re.search(r"GLOBAL ([\w.]+)", str(error))
             if not found:  # not a pickle of objects at all (a text file, say): not refused, unreadable
@@ -66,6 +66,11 @@ def safe_load(original_load):
             if isinstance(error, RuntimeError) and "PytorchStreamReader" not in str(error):
                 raise
             raise CheckpointError(not_complete(_describe(f), error)) from None
+        # a model and its options but no vocabulary: every command would fail on it later
+        # with a KeyError (averaging, release, translation, the analyses)
+        if isinstance(loaded, dict) and {"model", "opt"} <= set(loaded) and missing_parts(loaded):
+            raise CheckpointError(incomplete(_describe(f), loaded))
+        return loaded
 
     load.onmt_posenc_safe = True
     return load
@@ -79,6 +84,15 @@ def not_complete(path, error):
     return f"{path} is not a complete checkpoint ({reason})"
 
 
+def missing_parts(checkpoint):
+    """What an OpenNMT-py checkpoint needs and `checkpoint` lacks."""
+    return [key for key in ("model", "opt", "vocab") if not isinstance(checkpoint, dict) or key not in checkpoint]
+
+
+def incomplete(path, checkpoint):
+    return f"{path} is not a complete checkpoint (no {', '.join(missing_parts(checkpoint))} in it)"
+
+
 def check_complete(path):
     """Raise CheckpointError (UnsafeCheckpointError) unless `path` loads as an OpenNMT-py
     checkpoint. Cheap for the zip archives that torch.save writes: the tensors are
@@ -86,8 +100,8 @@ def check_complete(path):
     if not os.path.isfile(path):
         raise CheckpointError(_not_a_file(path))
     checkpoint = safe_load(torch.load)(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
-    if not (isinstance(checkpoint, dict) and {"model", "opt"} <= set(checkpoint)):
-        raise CheckpointError(f"{path} is not a complete checkpoint (no model or no options in it)")
+    if missing_parts(checkpoint):
+        raise CheckpointError(incomplete(path, checkpoint))
 
 
 def is_complete(path):

@@ -33,7 +33,7 @@ def files(tmp_path):
     text_model = tmp_path / "text.pt"
     text_model.write_bytes(src.read_bytes())
     full, truncated = tmp_path / "full.pt", tmp_path / "truncated.pt"
-    torch.save({"model": {"w": torch.zeros(1000)}, "opt": argparse.Namespace()}, full)
+    torch.save({"model": {"w": torch.zeros(1000)}, "opt": argparse.Namespace(), "vocab": {}}, full)
     truncated.write_bytes(full.read_bytes()[: full.stat().st_size // 2])  # as by a killed save
     return {key: str(path) for key, path in {
         "src": src, "tgt": tgt, "short": head(tgt, tmp_path / "short.tgt", 3), "latin1": latin1, "empty": empty,
@@ -181,10 +181,10 @@ def test_bad_labels_files_and_outputs_are_named(files, tmp_path, name, args, mes
 
 
 def test_swapped_reports_a_failed_translation_on_stderr(files, tmp_path):
-    """A checkpoint with a model and options but no vocabulary passes the check; onmt_translate
-    then fails on it. Not a usage error (exit 1), but still one line, on stderr."""
+    """A checkpoint with a model, options and a vocabulary passes the check; onmt_translate
+    then fails on it (empty ones). Not a usage error (exit 1), but still one line, on stderr."""
     fake = tmp_path / "fake.pt"
-    torch.save({"model": {}, "opt": argparse.Namespace()}, fake)
+    torch.save({"model": {}, "opt": argparse.Namespace(), "vocab": {}}, fake)
     result = posenc("swapped", [*MODEL_COMMANDS["swapped"], "--model", str(fake)], files)
     assert result.returncode == 1 and result.stdout == "" and "Traceback" not in result.stderr
     assert result.stderr.startswith("onmt-posenc swapped: error: onmt_translate exited with status")

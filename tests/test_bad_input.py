@@ -8,6 +8,8 @@ import pytest
 import torch
 from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, tiny_transformer, train_tiny, write_yaml
 
+from onmt_posenc import checkpoints
+
 
 def one_line_error(result, status=None):
     """The command failed with a single line on stderr and printed no traceback."""
@@ -153,15 +155,20 @@ def test_onmt_posenc_interpolate_names_the_line_that_is_not_utf8(workdir):
 
 @pytest.fixture(scope="module")
 def bad_checkpoints(workdir, model):
-    """A checkpoint cut short (as by a killed save) and a file that is no checkpoint at all."""
+    """A checkpoint cut short (as by a killed save), a file that is no checkpoint at all, and
+    a checkpoint without its vocabulary (the analyses failed on it with a KeyError)."""
     truncated = workdir / "truncated.pt"
     truncated.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
     text = workdir / "text.pt"
     shutil.copy(workdir / "train.src", text)
-    return {"truncated": truncated, "text": text}
+    no_vocab = workdir / "no_vocab.pt"
+    checkpoint = checkpoints.safe_load(torch.load)(model, map_location="cpu")
+    del checkpoint["vocab"]
+    torch.save(checkpoint, no_vocab)
+    return {"truncated": truncated, "text": text, "no_vocab": no_vocab}
 
 
-BAD = ["truncated", "text"]
+BAD = ["truncated", "text", "no_vocab"]
 
 
 def assert_not_complete(line, prefix, path):

@@ -439,7 +439,8 @@ def test_resume_skips_checkpoints_cut_short(tmp_path):
     from onmt_posenc.runner import newest_complete_checkpoint
 
     for step in (100, 200):
-        torch.save({"model": {"w": torch.ones(2)}, "opt": argparse.Namespace(seed=1)}, tmp_path / f"model_step_{step}.pt")
+        torch.save({"model": {"w": torch.ones(2)}, "opt": argparse.Namespace(seed=1), "vocab": {}},
+                   tmp_path / f"model_step_{step}.pt")
     whole = (tmp_path / "model_step_200.pt").read_bytes()
     (tmp_path / "model_step_200.pt").write_bytes(whole[: len(whole) // 2])
     (tmp_path / "model_step_300.pt").write_bytes(b"")
