@@ -76,6 +76,24 @@ def safe_load(original_load):
     return load
 
 
+def folder_checked_save(original_save):
+    """Wrap torch.save: a path into a folder that does not exist is one line naming the
+    folder (torch's RuntimeError is a traceback, after averaging or converting the model)."""
+    if getattr(original_save, "onmt_posenc_checked", False):
+        return original_save
+
+    @functools.wraps(original_save)
+    def save(obj, f, *args, **kwargs):
+        if isinstance(f, (str, os.PathLike)):
+            folder = os.path.dirname(os.fspath(f)) or "."
+            if not os.path.isdir(folder):
+                raise CheckpointError(f"cannot write {os.fspath(f)}: the folder {folder} does not exist")
+        return original_save(obj, f, *args, **kwargs)
+
+    save.onmt_posenc_checked = True
+    return save
+
+
 def not_complete(path, error):
     """The one line for a file that does not load, with torch's reason: its first sentence."""
     reason = re.split(r"\.\s", str(error).strip(), maxsplit=1)[0].rstrip(".") or "the file ends too early"

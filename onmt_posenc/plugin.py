@@ -348,9 +348,9 @@ def _carry_target_phrases():
 
 def _load_checkpoints_safely():
     """Every OpenNMT-py checkpoint load (translate, train_from, average, release,
-    the CTranslate2 converter) goes through torch.load."""
-    if not getattr(torch.load, "onmt_posenc_safe", False):
-        torch.load = checkpoints.safe_load(torch.load)
+    the CTranslate2 converter) goes through torch.load, every save through torch.save."""
+    torch.load = checkpoints.safe_load(torch.load)
+    torch.save = checkpoints.folder_checked_save(torch.save)
 
 
 def _check_before_starting():

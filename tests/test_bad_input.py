@@ -216,6 +216,14 @@ def test_release_model_names_the_bad_file(workdir, bad_checkpoints, kind):
     assert not output.exists()
 
 
+@pytest.mark.parametrize("name, args", [("onmt_average_models", ["-models", "{model}", "{model}", "-output"]),
+                                        ("onmt_release_model", ["-m", "{model}", "-o"])])
+def test_average_and_release_into_a_missing_folder_name_it(workdir, model, name, args):
+    output = workdir / "nosuch" / "out.pt"
+    result = run([command(name), *[a.format(model=model) for a in args], output], expect_ok=False)
+    assert one_line_error(result) == f"{name}: error: cannot write {output}: the folder {output.parent} does not exist"
+
+
 @pytest.mark.parametrize("kind", BAD)
 def test_train_from_a_bad_checkpoint(workdir, bad_checkpoints, kind):
     bad = bad_checkpoints[kind]
