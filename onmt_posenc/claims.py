@@ -221,8 +221,8 @@ def swapped(batch, paper):
             return _row(claim, paper, measured + f"; APE drops < {SWAPPED_MIN_APE_DROP:g}, so there is no effect "
                                                  "for SHAPE to reduce", "not measured")
         return _row(claim, paper, measured, shape[name]["drop"] <= SWAPPED_SHARE * ape[name]["drop"])
-    return not_applicable or _missing(claim, paper, "a setting trained on joined sentences (INTERPOLATE) with the swapped analysis "
-                                  "for APE and SHAPE")
+    return not_applicable or _missing(claim, paper, "a setting trained on joined sentences (INTERPOLATE) "
+                                                    "with the swapped analysis for APE and SHAPE")
 
 
 def shift_invariance(batch, paper):

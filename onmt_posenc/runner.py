@@ -435,10 +435,9 @@ def check_data_files(experiment, runs):
 
 def describe(setting):
     """A data setting in one line: its kind and where its files come from."""
-    kind = setting.kind + (f" (extrapolate: {setting.extrapolate})" if setting.extrapolate else
-                           f" (interpolate: {setting.interpolate}" +
-                           (f", single_pairs: {setting.single_pairs})" if setting.single_pairs else ")")
-                           if setting.interpolate else "")
+    options = {key: getattr(setting, key) for key in ("extrapolate", "interpolate", "single_pairs")
+               if getattr(setting, key)}
+    kind = setting.kind + (f" ({', '.join(f'{key}: {value}' for key, value in options.items())})" if options else "")
     source = "the synthetic task" if setting.synthetic else f"{setting.train.src.parent}"
     return f"{kind}, training files from {source}"
 
