@@ -42,7 +42,11 @@ def main(argv=None):
         sub = commands.add_parser(name, help=summary, description=summary)
         # Import a command's module only to run it or to show its own help.
         if chosen[:1] == [name]:
-            module = importlib.import_module(module_name)
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as error:  # installed without its dependencies (pip --no-deps)
+                parser.exit(2, f"onmt-posenc {name}: error: needs the Python module {error.name!r}, which is not "
+                               "installed; `make setup` (or `pip install -e .`) installs what every command needs\n")
             module.add_arguments(sub)
             sub.set_defaults(run=module.main)
     args = parser.parse_args(chosen)

@@ -28,6 +28,11 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
                                      # validation and every evaluation set
         single_pairs: 10             # also train on the single pairs, 10 per joined example
                                      # (a second corpus of the same files; see runs.corpora)
+      interpolate-warm:
+        folder: ../../data/multi30k
+        interpolate: 10
+        warm_start: vanilla          # each run starts from the model of its method, K and seed
+                                     # in data setting vanilla (see warm_start_source)
       synthetic:
         synthetic: {seed: 1}         # generated offline (onmt_posenc.synthetic), nothing else needed
     grid:                            # the runs are the product of these axes
@@ -128,11 +133,19 @@ class DataSetting:
     extrapolate: int = None  # EXTRAPOLATE: the longest training pair kept, in tokens per side
     interpolate: int = None  # INTERPOLATE: sentences joined per example
     single_pairs: int = None  # INTERPOLATE: single training pairs mixed in per joined example
+    warm_start: str = None  # the data setting whose run of the same method, K and seed each run starts from
 
     @property
     def kind(self):
         """The SHAPE paper's name of this data setting."""
         return "EXTRAPOLATE" if self.extrapolate else "INTERPOLATE" if self.interpolate else "VANILLA"
+
+    @property
+    def design(self):
+        """Its kind and options: 'INTERPOLATE (interpolate: 10, warm_start: vanilla)'."""
+        options = {key: getattr(self, key) for key in ("extrapolate", "interpolate", "single_pairs", "warm_start")
+                   if getattr(self, key)}
+        return self.kind + (f" ({', '.join(f'{key}: {value}' for key, value in options.items())})" if options else "")
 
 
 def data_setting_keys(setting):
@@ -345,7 +358,8 @@ def _positive(value, path, where):
 def _data_setting(label, spec, base, path, folder=None):
     """A data setting from its mapping; `folder` (--data) replaces where its files come from."""
     spec = _mapping(spec, path, f"data.{label}")
-    known = {"train", "valid", "eval", "synthetic", "folder", "settings", "extrapolate", "interpolate", "single_pairs"}
+    known = {"train", "valid", "eval", "synthetic", "folder", "settings", "extrapolate", "interpolate", "single_pairs",
+             "warm_start"}
     unknown = set(spec) - known
     if unknown:
         _fail(path, f"data.{label}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -356,6 +370,8 @@ def _data_setting(label, spec, base, path, folder=None):
         _fail(path, f"data.{label}: choose extrapolate or interpolate, not both")
     if shape["single_pairs"] and not shape["interpolate"]:
         _fail(path, f"data.{label}.single_pairs mixes single pairs into joined ones: it needs interpolate")
+    if spec.get("warm_start") is not None:
+        shape["warm_start"] = _string(spec["warm_start"], path, f"data.{label}.warm_start")
     sources = [key for key in ("train", "synthetic", "folder") if key in spec]
     if folder is not None:
         sources, spec = ["folder"], {"folder": str(folder)}
@@ -477,6 +493,28 @@ def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe
             runs.append(Run(data_name, method, shift, seed, run_config,
                             {**sources, "seed": "grid.seed", **({"shape_max_shift": "grid.K"} if shift is not None else {})}))
     return runs
+
+
+def warm_start_source(data, earlier, run, path):
+    """The run whose model `run` starts from (its data setting's `warm_start`: the same
+    method, K and seed there), among the runs `earlier` in the grid; None without
+    warm_start. A small corpus joined 10 sentences per example (INTERPOLATE) does not
+    train from random weights at the sizes we use (runs.corpora); from a model trained on
+    single sentences it does (Bao et al. 2021, G-Transformer, section 3)."""
+    label = data[run.data].warm_start
+    if label is None:
+        return None
+    where = f"data.{run.data}.warm_start"
+    if label not in data:
+        _fail(path, f"{where}: {label!r} is not under data: {sorted(data)}")
+    if data[label].warm_start is not None:
+        _fail(path, f"{where}: data.{label} starts from another setting itself; start from one trained from scratch")
+    source = next((other for other in earlier if (other.data, other.method, other.shift, other.seed)
+                   == (label, run.method, run.shift, run.seed)), None)
+    if source is None:
+        _fail(path, f"{where}: the run {run.id} starts from {label}/{run.label}/seed{run.seed}, which no grid "
+                    "line makes before it; add that run to an earlier grid line")
+    return source
 
 
 def _unused_runs(recipe, settings, methods, data, grids, runs, path, recipe_name):
@@ -618,6 +656,8 @@ def load(path, overrides=(), output=None, data_folder=None):
               *((f"methods.{m}", k, gridded) for m, k in methods.items())]
     _reject_overridden_keys(layers, data, path)
     runs = expand_grids(recipe, settings, methods, data, grids, path, f"recipe {mapping.get('recipe')}")
+    for index, run in enumerate(runs):
+        warm_start_source(data, runs[:index], run, path)
     unused = _unused_runs(recipe, settings, methods, data, grids, runs, path, f"recipe {mapping.get('recipe')}")
 
     evaluation = _mapping(mapping.get("evaluation"), path, "evaluation")
@@ -718,7 +758,6 @@ def check_options(experiment):
     methods and data settings no grid line uses are checked too, and
     evaluation.translate through onmt_translate's parser."""
     from onmt.bin.train import _get_parser as train_parser
-    from onmt.bin.translate import _get_parser as translate_parser
     from onmt.utils.parse import ArgumentParser
 
     def validate_model(opt):
@@ -740,17 +779,49 @@ def check_options(experiment):
             where = f"{run.sources.get(key, 'settings')}.{key}: " if key else f"run {run.id}: "
             _fail(experiment.path, where + _parse_error_text(message, key or ""))
 
+    # onmt_train's train_from builds the model from the checkpoint's options: a warm-started
+    # run whose model options differ from its source's would silently train the source's model
+    model_options = _model_option_names()
+    for index, run in enumerate(experiment.runs):
+        source = warm_start_source(experiment.data, experiment.runs[:index], run, experiment.path)
+        differ = [key for key in model_options if source and run.config.get(key) != source.config.get(key)]
+        if differ:
+            key = differ[0]
+            _fail(experiment.path, f"{run.sources.get(key, 'settings')}.{key}: the run {run.id} starts from the "
+                                   f"model of {source.id} (data.{run.data}.warm_start), whose options it keeps, "
+                                   f"but sets {key} to {_shown(run.config.get(key))} there "
+                                   f"{_shown(source.config.get(key))}; model options must be the same in both")
+
+    problem = translate_options_problem(experiment.translate)
+    if problem is not None:
+        _fail(experiment.path, f"evaluation.translate{problem}")
+
+
+def translate_options_problem(translate):
+    """What onmt_translate's parser says of the options `translate` (a mapping), as
+    '.KEY: what' ('' for the key when the parser names none), or None: checked before
+    anything is translated, where onmt_translate itself would fail on the first use."""
+    from onmt.bin.translate import _get_parser as translate_parser
+
     # parsed only: onmt_translate's validation (the extension's preflight) looks for the model and -src files
-    translate = experiment.translate
     message = _parser_problem(translate_parser, yaml.safe_dump(translate), ["-model", "model.pt", "-src", "src"])
     if message is not None:
         key = _key_named(message, translate)
-        _fail(experiment.path, f"evaluation.translate{f'.{key}' if key else ''}: {_parse_error_text(message, key or '')}")
-    # a key of another command passes the parser, but onmt_translate refuses it after training
+        return f"{f'.{key}' if key else ''}: {_parse_error_text(message, key or '')}"
+    # a key of another command passes the parser, but onmt_translate refuses it when it runs
     known = {name.lstrip("-") for name in translate_parser()._option_string_actions}
-    for key in translate:
-        if key not in known:
-            _fail(experiment.path, f"evaluation.translate.{key}: not an onmt_translate option")
+    unknown = [key for key in translate if key not in known]
+    return f".{unknown[0]}: not an onmt_translate option" if unknown else None
+
+
+def _model_option_names():
+    """The options of onmt_train's `model_opts` (ours included, see plugin._add_options)."""
+    from onmt import opts
+    from onmt.utils.parse import ArgumentParser
+
+    parser = ArgumentParser()
+    opts.model_opts(parser)
+    return sorted({action.dest for action in parser._actions if action.dest != "help"})
 
 
 def parse_shard(text):

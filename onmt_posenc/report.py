@@ -49,7 +49,7 @@ def collect(experiment):
             record = {"status": "missing"}
         elif record["status"] == "finished":
             setting = experiment.data[run.data]
-            config = run_config(run, setting, corpus_files(setting, data_dir(experiment, run.data)), directory)
+            config = run_config(experiment, run, corpus_files(setting, data_dir(experiment, run.data)))
             if record.get("curve"):  # the rule of today's code, also for results stored under an older one
                 record["convergence"] = curves.convergence(record["curve"]["valid"])
             if is_stale(record, config):
@@ -164,7 +164,9 @@ class Report:
                  f"{finished} of {len(self.records)} runs finished"
                  + (f", {len(failed)} failed" if failed else "")
                  + (f", {len(stale)} stale (made with other settings than the file's; left out)" if stale else "")
-                 + (f", {len(missing)} not run yet" if missing else "") + ".", "")
+                 + (f", {len(missing)} not run yet" if missing else "") + ".", "",
+                 "Data settings: " + "; ".join(f"{label}: {self.experiment.data[label].design}"
+                                                for label in self.data_settings()) + ".", "")
 
     def claims_table(self):
         rows = claims.evaluate(self.experiment, self.records, self.batch["speed"])

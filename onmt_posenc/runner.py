@@ -33,7 +33,7 @@ from onmt_posenc import experiment as experiments
 from onmt_posenc import curves, interpolate, report, stock
 from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
-from onmt_posenc.runs import (FAILURE, RESULT, data_dir, is_stale, longest_training_source, prepare_data, read_stored,
+from onmt_posenc.runs import (AVERAGED, FAILURE, RESULT, data_dir, is_stale, longest_training_source, prepare_data, read_stored,
                               run_config, run_dir, run_fields, settings_of, write_json, write_text_atomically)
 
 # The seconds onmt_build_vocab took, in the run's folder
@@ -169,7 +169,7 @@ class RunExecutor:
 
     def translate(self, src, output):
         log = self.logs / f"translate_{Path(output).stem}.log"
-        return stock.translate(self.dir / "averaged.pt", src, output, log, self.dir / "translate.yaml")
+        return stock.translate(self.dir / AVERAGED, src, output, log, self.dir / "translate.yaml")
 
     def execute(self, config, resume_from=None):
         """The run from its start, or from the checkpoint `resume_from` on (OpenNMT-py's
@@ -191,6 +191,10 @@ class RunExecutor:
             if resume_from is not None:
                 self.progress.say(f"resume from {resume_from.name}")
                 args += ["-train_from", resume_from]
+            elif config.get("train_from"):  # warm_start: the source model's weights, step 0 and a new
+                # optimizer (its schedule from the start), embeddings mapped to this run's vocabulary
+                self.warm_start(Path(config["train_from"]))
+                args += ["-reset_optim", "all", "-update_vocab"]
             self.progress.start_training(checkpoint_step(resume_from) if resume_from else 0)
             self.stock("onmt_train", args, "train", _train_progress(self.progress), append=resume_from is not None)
             self.progress.end_training()
@@ -201,7 +205,7 @@ class RunExecutor:
         saved = keep_newest(saved, config.get("keep_checkpoint", -1))
         averaged = saved[-(self.experiment.average_last or len(saved)):]
         self.progress.say(f"average {len(averaged)} checkpoint(s)")
-        self.stock("onmt_average_models", ["-models", *averaged, "-output", self.dir / "averaged.pt"], "average")
+        self.stock("onmt_average_models", ["-models", *averaged, "-output", self.dir / AVERAGED], "average")
         (self.dir / "hyp").mkdir(exist_ok=True)
         scores, hyps = {}, {}
         for name, files in self.files["eval"].items():
@@ -231,6 +235,17 @@ class RunExecutor:
                              + curve["train_seconds"] + evaluation_seconds, 1),
             "analyses": analyses, "analysis_errors": errors, "config": config,
         }
+
+    def warm_start(self, model):
+        source = self.run.data, self.experiment.data[self.run.data].warm_start
+        if not model.is_file():
+            raise RuntimeError(f"data.{source[0]}.warm_start: this run starts from {model}, which does not exist "
+                               f"yet: the run of data setting {source[1]} with this method and seed must finish "
+                               "first (it comes earlier in the grid; with --shard, run again once it has)")
+        if not is_complete(model):
+            raise RuntimeError(f"data.{source[0]}.warm_start: {model} does not load (incomplete or damaged); "
+                               f"run data setting {source[1]}'s run again to write it")
+        self.progress.say(f"start from {model}")
 
     @staticmethod
     def score(hyps, refs):
@@ -268,7 +283,7 @@ class RunExecutor:
         from onmt_posenc.analysis import models
 
         if self._model is None:
-            self._model = models.load_model(self.dir / "averaged.pt")
+            self._model = models.load_model(self.dir / AVERAGED)
         return self._model
 
     def length_buckets(self, options, hyps):
@@ -350,7 +365,7 @@ def execute_run(experiment, run, files, progress):
     """Run one grid point unless finished, going on from where an interrupted attempt
     stopped; returns its record (finished or failed)."""
     directory = run_dir(experiment, run)
-    config = run_config(run, experiment.data[run.data], files, directory)
+    config = run_config(experiment, run, files)
     result, unreadable = read_stored(directory / RESULT) if (directory / RESULT).is_file() else (None, None)
     if unreadable:
         progress.say(f"{unreadable}; the run is done again from its newest checkpoint")
@@ -435,11 +450,8 @@ def check_data_files(experiment, runs):
 
 def describe(setting):
     """A data setting in one line: its kind and where its files come from."""
-    options = {key: getattr(setting, key) for key in ("extrapolate", "interpolate", "single_pairs")
-               if getattr(setting, key)}
-    kind = setting.kind + (f" ({', '.join(f'{key}: {value}' for key, value in options.items())})" if options else "")
     source = "the synthetic task" if setting.synthetic else f"{setting.train.src.parent}"
-    return f"{kind}, training files from {source}"
+    return f"{setting.design}, training files from {source}"
 
 
 def _interrupt(signum, frame):

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from onmt_posenc import interpolate, synthetic
-from onmt_posenc.experiment import RUNNER_KEYS, FilePair, data_setting_keys
+from onmt_posenc.experiment import RUNNER_KEYS, FilePair, data_setting_keys, warm_start_source
 
 RESULT = "result.json"
+# a finished run's model: its last checkpoints averaged, the model evaluated
+AVERAGED = "averaged.pt"
 # the corpus of single pairs that `single_pairs` mixes into INTERPOLATE's joined ones
 SINGLE_PAIRS_CORPUS = "train_single_pairs"
 FAILURE = "failure.json"
@@ -204,13 +206,15 @@ def settings_of(config):
     are the same run (`world_size` stays: it multiplies the batch)."""
     settings = {key: value for key, value in config.items() if key not in (*RUNNER_KEYS, "gpu_ranks")}
     if "save_model" not in config:
-        return {**settings, "data": config.get("data")}
+        return {**settings, "data": config.get("data"), "train_from": config.get("train_from")}
     output = Path(config["save_model"]).parents[3]  # <output>/<data>/<method>/seed<n>/model
 
     def inside_output(path):
         path = Path(path)
         return f"<output>/{path.relative_to(output).as_posix()}" if path.is_relative_to(output) else str(path)
 
+    if config.get("train_from"):  # warm_start: the model the run started from is part of what it is
+        settings["train_from"] = inside_output(config["train_from"])
     settings["data"] = {name: {key: inside_output(value) if key.startswith("path_") else value
                                for key, value in corpus.items()}
                         for name, corpus in (config.get("data") or {}).items()}
@@ -249,20 +253,26 @@ def corpora(setting, files, transforms):
     return data
 
 
-def run_config(run, setting, files, run_dir):
+def run_config(experiment, run, files):
     """The run's OpenNMT-py config: its keys plus what the runner owns (corpora, the
-    data setting's transform options, vocabularies, save_model)."""
+    data setting's transform options, vocabularies, save_model, and with warm_start
+    `train_from`: the model it starts from, which the runner loads with a new optimizer
+    and this run's vocabulary, see runner.RunExecutor.execute)."""
+    setting, directory = experiment.data[run.data], run_dir(experiment, run)
     config = {key: value for key, value in run.config.items() if key not in RUNNER_KEYS}
     config.update(data_setting_keys(setting))
     config.update(
         data=corpora(setting, files, config.get("transforms") or []),
-        save_data=str(run_dir / "samples"),
-        src_vocab=str(run_dir / "vocab.src"),
-        save_model=str(run_dir / "model"),
+        save_data=str(directory / "samples"),
+        src_vocab=str(directory / "vocab.src"),
+        save_model=str(directory / "model"),
         overwrite=True,
     )
     if not config.get("share_vocab"):
-        config["tgt_vocab"] = str(run_dir / "vocab.tgt")
+        config["tgt_vocab"] = str(directory / "vocab.tgt")
+    source = warm_start_source(experiment.data, experiment.runs[:experiment.runs.index(run)], run, experiment.path)
+    if source is not None:
+        config["train_from"] = str(run_dir(experiment, source) / AVERAGED)
     return config
 
 

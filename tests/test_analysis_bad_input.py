@@ -35,7 +35,13 @@ def files(tmp_path):
     full, truncated = tmp_path / "full.pt", tmp_path / "truncated.pt"
     torch.save({"model": {"w": torch.zeros(1000)}, "opt": argparse.Namespace(), "vocab": {}}, full)
     truncated.write_bytes(full.read_bytes()[: full.stat().st_size // 2])  # as by a killed save
+    # onmt_translate options files: a misspelt key, a wrong value, a list instead of a mapping
+    options = {}
+    for name, text in (("misspelt", "beam_sise: 4\n"), ("wrong_value", "beam_size: four\n"), ("not_mapping", "- 4\n")):
+        options[name] = tmp_path / f"{name}.yaml"
+        options[name].write_text(text, encoding="utf-8")
     return {key: str(path) for key, path in {
+        **options,
         "src": src, "tgt": tgt, "short": head(tgt, tmp_path / "short.tgt", 3), "latin1": latin1, "empty": empty,
         **joined, "uneven": uneven, "model": tmp_path / "never-loaded.pt", "text_model": text_model,
         "truncated": truncated, "full": full, "missing": tmp_path / "nosuch" / "out.png",
@@ -151,6 +157,13 @@ OTHER_CASES = [
      "{truncated} is not a complete checkpoint (..."),
     ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--translate-config", "{missing}"],
      "--translate-config {missing} does not exist"),
+    # onmt_translate would refuse these after the first checks, in a log
+    ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--translate-config", "{misspelt}"],
+     "--translate-config {misspelt}: beam_sise: unknown option; did you mean 'beam_size'?"),
+    ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--translate-config", "{wrong_value}"],
+     "--translate-config {wrong_value}: beam_size: invalid int value: 'four'"),
+    ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--translate-config", "{not_mapping}"],
+     "--translate-config {not_mapping}: must be a mapping of onmt_translate options"),
     ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--json", "{missing}"],
      "--json {missing}: the folder {missing_folder} does not exist"),
 ]

@@ -108,3 +108,20 @@ def test_works_beside_sacrebleu_ja_mecab_tokenizer():
     assert lines[0] == "私 は テニス 部員 です 。"
     assert lines[1].startswith(unidic_lite.DICDIR)
     assert lines[2] == "[0, 0, 1, 1, 1, 1, 1]"
+
+
+def test_a_command_whose_dependency_is_missing_says_which_in_one_line(monkeypatch, capsys):
+    """Installed without its dependencies (pip --no-deps), chunk-ja cannot import MeCab:
+    one line naming the module and how to install it, not an ImportError traceback."""
+    import sys
+
+    from onmt_posenc import cli
+
+    monkeypatch.delitem(sys.modules, "onmt_posenc.chunk_japanese", raising=False)
+    monkeypatch.setitem(sys.modules, "MeCab", None)  # what an absent package does to `import MeCab`
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["chunk-ja", "--help"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == (
+        "onmt-posenc chunk-ja: error: needs the Python module 'MeCab', which is not installed; `make setup` "
+        "(or `pip install -e .`) installs what every command needs\n")

@@ -145,7 +145,7 @@ def good_result(experiment, run):
     """A result.json as the runner writes it, with made-up numbers."""
     setting = experiment.data[run.data]
     directory = run_dir(experiment, run)
-    config = run_config(run, setting, corpus_files(setting, data_dir(experiment, run.data)), directory)
+    config = run_config(experiment, run, corpus_files(setting, data_dir(experiment, run.data)))
     return {**run_fields(run), "status": "finished",
             "bleu": {"valid": 20.0, "test": 18.0, "concat": 15.0},
             "length_ratio": {"valid": 1.0, "test": 0.9, "concat": 0.95},

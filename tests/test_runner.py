@@ -132,8 +132,7 @@ def test_a_recipe_whose_corpora_have_transforms_is_refused(tmp_path, recipe):
 
 
 def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
-    from onmt_posenc.runs import prepare_data
-    from onmt_posenc.runs import run_config
+    from onmt_posenc.runs import prepare_data, run_config
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
               "eval_examples": 7}
@@ -143,7 +142,7 @@ def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
     for name in ("valid", "test", "concat"):
         lines = read_lines(files["eval"][name].src)
         assert [line.split().count("<sep>") for line in lines] == [2, 2, 0]  # 7 sentences: 3 + 3 + 1
-    config = run_config(loaded.runs[0], setting, files, tmp_path / "run")
+    config = run_config(loaded, loaded.runs[0], files)
     assert config["data"]["train"]["transforms"] == config["data"]["valid"]["transforms"] == ["concat_pairs"]
     assert config["concat_n"] == 3
 
@@ -152,25 +151,25 @@ def test_single_pairs_mixes_the_training_files_as_a_second_corpus(tmp_path):
     """INTERPOLATE with single_pairs: W trains on the joined corpus and on its single
     pairs, W of those per joined example; validation stays joined. onmt_build_vocab
     reads both, and the swapped evaluation takes its examples from the joined one."""
-    from onmt_posenc.runs import SINGLE_PAIRS_CORPUS, prepare_data, run_config
+    from onmt_posenc.runs import SINGLE_PAIRS_CORPUS, prepare_data, run_config, run_dir
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
               "eval_examples": 7}
     loaded = experiments.load(experiment_file(tmp_path, data={
-        "joined": {"synthetic": single, "interpolate": 3, "single_pairs": 3}}))
+        "joined": {"synthetic": single, "interpolate": 3, "single_pairs": 3}}), output=tmp_path / "out")
     setting = loaded.data["joined"]
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    config = run_config(loaded.runs[0], setting, prepare_data(setting, tmp_path / "data"), run_dir)
+    directory = run_dir(loaded, loaded.runs[0])
+    directory.mkdir(parents=True)
+    config = run_config(loaded, loaded.runs[0], prepare_data(setting, tmp_path / "data"))
     corpora = config["data"]
     assert corpora["train"]["transforms"] == corpora["valid"]["transforms"] == ["concat_pairs"]
     assert corpora[SINGLE_PAIRS_CORPUS]["transforms"] == [] and corpora[SINGLE_PAIRS_CORPUS]["weight"] == 3
     assert corpora["train"]["weight"] == 1
     assert corpora[SINGLE_PAIRS_CORPUS]["path_src"] == corpora["train"]["path_src"]
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    run([command("onmt_build_vocab"), "-config", run_dir / "config.yaml", "-n_sample", "-1", "-dump_samples"])
-    joined = read_lines(run_dir / "sample" / "train.sample.src")
-    singles = read_lines(run_dir / "sample" / f"{SINGLE_PAIRS_CORPUS}.sample.src")
+    (directory / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    run([command("onmt_build_vocab"), "-config", directory / "config.yaml", "-n_sample", "-1", "-dump_samples"])
+    joined = read_lines(directory / "sample" / "train.sample.src")
+    singles = read_lines(directory / "sample" / f"{SINGLE_PAIRS_CORPUS}.sample.src")
     assert [line.split().count("<sep>") for line in joined] == [2] * 10  # 30 pairs, 3 per example
     assert len(singles) == 30 and not any("<sep>" in line.split() for line in singles)
     assert [s for line in joined for s in " ".join(line.split()).split(" <sep> ")] == singles
@@ -181,6 +180,67 @@ def test_single_pairs_needs_interpolate(tmp_path):
     with pytest.raises(experiments.ExperimentError, match="data.plain.single_pairs mixes single pairs into joined "
                                                           "ones: it needs interpolate"):
         experiments.load(path)
+
+
+def test_warm_start_names_a_setting_and_a_run_made_before(tmp_path):
+    single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1}
+    grid = [{"data": ["plain"], "method": ["ape"]}, {"data": ["warm"], "method": ["ape", "shape"], "K": [10]}]
+    path = experiment_file(tmp_path, data={"plain": {"synthetic": single},
+                                           "warm": {"synthetic": single, "interpolate": 2, "warm_start": "plain"}},
+                           grid=grid)
+    for change, message in [
+        ("data.warm.warm_start=plane", "data.warm.warm_start: 'plane' is not under data: ['plain', 'warm']"),
+        ("data.warm.warm_start=warm", "data.warm.warm_start: data.warm starts from another setting itself"),
+        (None, "data.warm.warm_start: the run warm/shape-K10/seed1 starts from plain/shape-K10/seed1, which no "
+               "grid line makes before it; add that run to an earlier grid line"),
+        ("grid=[{data: [warm], method: [ape]}, {data: [plain], method: [ape]}]",
+         "the run warm/ape/seed1 starts from plain/ape/seed1, which no grid line makes before it"),
+    ]:
+        with pytest.raises(experiments.ExperimentError, match=re.escape(message)):
+            experiments.load(path, [change] if change else [])
+    loaded = experiments.load(path, ["grid=[{data: [plain, warm], method: [ape]}]"])
+    assert experiments.warm_start_source(loaded.data, loaded.runs[:1], loaded.runs[1], path).id == "plain/ape/seed1"
+    # onmt_train builds a warm-started model from its source's options: a difference is refused
+    with pytest.raises(experiments.ExperimentError, match=re.escape(
+            "data.warm.settings.heads: the run warm/ape/seed1 starts from the model of plain/ape/seed1 "
+            "(data.warm.warm_start), whose options it keeps, but sets heads to 2 there 8")):
+        experiments.check_options(experiments.load(path, ["grid=[{data: [plain, warm], method: [ape]}]",
+                                                           "data.warm.settings.heads=2"]))
+
+
+def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run(demo, tmp_path):
+    """warm_start: the INTERPOLATE run starts from the demo's finished APE model with a new
+    optimizer (step 0) and its own corpus's vocabulary; interrupted, it goes on from
+    its own checkpoint; without warm_start in the file, its result is stale."""
+    output = tmp_path / "out"
+    shutil.copytree(demo[0] / "synthetic" / "ape", output / "synthetic" / "ape")
+    single = "{seed: 1, train_examples: 600, eval_examples: 12, max_sentences: 1, test_sentences: 1, concat_sentences: 1}"
+    warm = ["--set", f"data.warm.synthetic={single}", "--set", "data.warm.interpolate=2",
+            "--set", "data.warm.warm_start=synthetic", "--set", "grid=[{data: [synthetic, warm], method: [ape]}]"]
+    args = [command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN), *warm]
+    result = run(args, cwd=REPO, timeout=LONG)
+    source = output / "synthetic" / "ape" / "seed1"
+    started = output / "warm" / "ape" / "seed1"
+    assert "[1/2 synthetic/ape/seed1] finished before; skipped" in result.stderr
+    assert f"[2/2 warm/ape/seed1] start from {source / 'averaged.pt'}" in result.stderr
+    assert yaml.safe_load((started / "config.yaml").read_text())["train_from"] == str(source / "averaged.pt")
+    log = (started / "logs" / "train.log").read_text()
+    assert f"Loading checkpoint from {source / 'averaged.pt'}" in log
+    assert "Updating checkpoint vocabulary with new vocabulary" in log
+    assert re.search(r"Step\s+4/\s*16;", log)  # counted from 0 again, a new optimizer
+    assert json.loads((started / "result.json").read_text())["status"] == "finished"
+    assert "warm: INTERPOLATE (interpolate: 2, warm_start: synthetic)" in (output / "report.md").read_text()
+
+    for name in ("result.json", "averaged.pt", "model_step_16.pt"):  # as if killed after update 8's save
+        (started / name).unlink()
+    resumed = run(args, cwd=REPO, timeout=LONG)
+    assert "[2/2 warm/ape/seed1] resume from model_step_8.pt" in resumed.stderr
+    assert "start from" not in resumed.stderr
+    assert json.loads((started / "result.json").read_text())["resumed_from"] == 8
+
+    cold = run([command("onmt-posenc"), "report", DEMO, "--output", output, *overrides(SCALED_DOWN),
+                *warm[:-4], "--set", "data.warm.warm_start=null", *warm[-2:]], cwd=REPO)
+    assert "| warm/ape/seed1 | stale" in (output / "report.md").read_text(), cold.stderr
 
 
 def test_shards_split_the_runs_without_overlap(tmp_path):
@@ -224,8 +284,8 @@ def test_data_folder_gives_every_data_setting_its_files(tmp_path):
     assert loaded.output == Path("runs/multi30k-m30k")
     assert {label: s.kind for label, s in loaded.data.items()} == {
         "vanilla": "VANILLA", "extrapolate": "EXTRAPOLATE", "interpolate": "INTERPOLATE",
-        "interpolate-mixed": "INTERPOLATE"}
-    assert loaded.data["interpolate-mixed"].single_pairs == 10 and loaded.data["interpolate"].single_pairs is None
+        "interpolate-warm": "INTERPOLATE"}
+    assert loaded.data["interpolate-warm"].warm_start == "vanilla" and loaded.data["interpolate"].warm_start is None
     for setting in loaded.data.values():
         assert setting.train.src == folder.resolve() / "src-train.txt"
         assert setting.eval_sets["test"].ref == folder.resolve() / "ref-test.txt"  # raw text for BLEU

@@ -23,10 +23,14 @@ import os
 import sys
 from pathlib import Path
 
+from configargparse import ConfigFileParserException
+
 from onmt_posenc import stock
 from onmt_posenc.arguments import one_token
 from onmt_posenc.analysis import AnalysisError, check_outputs, models, read_texts
+from onmt_posenc.config_include import read_yaml
 from onmt_posenc.evaluate import corpus_bleu
+from onmt_posenc.experiment import translate_options_problem
 from onmt_posenc.interpolate import DEFAULT_SEP, join_segments, read_lines, split_segments, write_lines
 from onmt_posenc.tokenization import tokenizer
 
@@ -132,12 +136,27 @@ def check_joined(src_path, tgt_path, sep):
                                 f"{src_path}:{number} has {src.split().count(sep)}")
 
 
+def check_translate_config(path):
+    """The options file onmt_translate gets, through its parser before the first translation."""
+    if not os.path.isfile(path):
+        raise AnalysisError(f"--translate-config {path} does not exist")
+    try:
+        options = read_yaml(path) or {}
+    except ConfigFileParserException as error:
+        raise AnalysisError(f"--translate-config {error}") from None
+    if not isinstance(options, dict):
+        raise AnalysisError(f"--translate-config {path}: must be a mapping of onmt_translate options")
+    problem = translate_options_problem(options)
+    if problem is not None:
+        raise AnalysisError(f"--translate-config {path}: {problem.removeprefix('.')}")
+
+
 def main(args):
     # All checks before the first translation.
     check_joined(args.src, args.tgt, args.sep)
     models.check_model(args.model)
-    if args.translate_config is not None and not os.path.isfile(args.translate_config):
-        raise AnalysisError(f"--translate-config {args.translate_config} does not exist")
+    if args.translate_config is not None:
+        check_translate_config(args.translate_config)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)  # first: --json may name a file in it
     check_outputs(args, "json")
