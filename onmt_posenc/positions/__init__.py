@@ -11,6 +11,8 @@ Augmentation happens only under `self.training`; evaluation is a fixed encoding.
 is imported below, so adding a scheme is one new file (plus its tests): the
 options, the model builder and the runner find it here.
 """
+import math
+
 from onmt_posenc.registry import import_every_module, registering
 
 # OpenNMT-py's sinusoid table has this many rows; SHAPE's and perSPE's add room.
@@ -49,6 +51,12 @@ class PositionScheme:
     def from_options(cls, dim, opt):
         """The module for one side of `dim` features (None: no position module)."""
         return cls(dim, opt.position_encoding_type)
+
+    def embed_at(self, emb, positions):
+        """For a scheme built on OpenNMT-py's sinusoid table (`self.pe`, `self.dim`): its
+        APE sum, emb * sqrt(d) + PE(p), at the integer positions `positions`
+        (batch x length) instead of 0..n-1."""
+        return emb * math.sqrt(self.dim) + self.pe[positions, 0]
 
 
 def install_position_encoding(embeddings, choice, opt):

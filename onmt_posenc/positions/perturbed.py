@@ -1,6 +1,5 @@
 """perSPE: phrase-level perturbation of sinusoidal positions (Oka et al. 2022)."""
 import contextlib
-import math
 
 import torch
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
@@ -89,7 +88,7 @@ class PerturbedSinusoidalEncoding(PositionScheme, PositionalEncoding):
             )
         per = self.perturbations(self.groups(batch, length, emb.device))
         positions = (torch.arange(length, device=emb.device) + per).clamp_(min=0)
-        return emb * math.sqrt(self.dim) + self.pe[positions, 0]
+        return self.embed_at(emb, positions)
 
     @classmethod
     def add_options(cls, group):

@@ -1,5 +1,4 @@
 """Randomized positions (Ruoss et al. 2023)."""
-import math
 
 import torch
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
@@ -57,7 +56,7 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
                 f"but randomized_max_position is {self.max_position}: raise it, or filter "
                 "long sentences (transform filtertoolong)."
             )
-        return emb * math.sqrt(self.dim) + self.pe[self.positions(batch, length, emb.device), 0]
+        return self.embed_at(emb, self.positions(batch, length, emb.device))
 
     @classmethod
     def add_options(cls, group):

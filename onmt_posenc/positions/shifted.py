@@ -1,5 +1,4 @@
 """SHAPE: shifted absolute position embedding (Kiyono et al. 2021)."""
-import math
 
 import torch
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
@@ -48,7 +47,7 @@ class ShiftedSinusoidalEncoding(PositionScheme, PositionalEncoding):
             )
         first = self.offsets(batch, emb.device) + step  # (batch,)
         positions = first[:, None] + torch.arange(length, device=emb.device)  # (batch, len)
-        return emb * math.sqrt(self.dim) + self.pe[positions, 0]
+        return self.embed_at(emb, positions)
 
     @classmethod
     def add_options(cls, group):
