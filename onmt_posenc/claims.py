@@ -195,9 +195,9 @@ def _swapped_cell(result):
 def swapped(batch, paper):
     """On models trained on joined sentences, the paper's set (joined training examples)
     first, else the evaluation set the experiment names; of several such data settings,
-    the first whose models both write the separators."""
+    the first whose models both write the separators (if none do, the row names each)."""
     claim = "SHAPE's swapped drop is far below APE's"
-    not_applicable = None
+    not_applicable = []
     for data in (d for d in batch.settings() if joined_training(batch.experiment.data[d])):
         ape, shape = batch.analysis(data, "APE", "swapped"), batch.analysis(data, "SHAPE", "swapped")
         if ape is None or shape is None:
@@ -210,7 +210,7 @@ def swapped(batch, paper):
         unusable = [f"{role}: {result['why']}" for role, result in (("APE", ape[name]), ("SHAPE", shape[name]))
                     if not result["applicable"]]
         if unusable:
-            not_applicable = not_applicable or _row(claim, paper, f"{where}: {'; '.join(unusable)}", "not measured")
+            not_applicable.append(f"{where}: {'; '.join(unusable)}")
             continue
         measured = f"{where}: APE {_swapped_cell(ape[name])}, SHAPE {_swapped_cell(shape[name])}"
         used = [batch.first_seed(data, "APE"), batch.first_seed(data, "SHAPE")]
@@ -221,8 +221,10 @@ def swapped(batch, paper):
             return _row(claim, paper, measured + f"; APE drops < {SWAPPED_MIN_APE_DROP:g}, so there is no effect "
                                                  "for SHAPE to reduce", "not measured")
         return _row(claim, paper, measured, shape[name]["drop"] <= SWAPPED_SHARE * ape[name]["drop"])
-    return not_applicable or _missing(claim, paper, "a setting trained on joined sentences (INTERPOLATE) "
-                                                    "with the swapped analysis for APE and SHAPE")
+    if not_applicable:
+        return _row(claim, paper, "; ".join(not_applicable), "not measured")
+    return _missing(claim, paper, "a setting trained on joined sentences (INTERPOLATE) with the swapped analysis "
+                                  "for APE and SHAPE")
 
 
 def shift_invariance(batch, paper):

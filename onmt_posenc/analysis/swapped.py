@@ -42,8 +42,16 @@ def swap_first_to_end(line, sep=DEFAULT_SEP):
 
 
 # Above this share of Original translations with a wrong number of separators, X1's
-# translation cannot be found: the model does not produce the separator.
+# translation cannot be found: the model writes no separator, or too few or too many.
 WRONG_SEPARATORS_AT_MOST = 0.1
+
+
+def separators_why(share):
+    """Why a model's swapped scores are not measured, from its share of Original lines
+    with another number of separators than the reference."""
+    return (f"not applicable: {share:.0%} of the model's Original translations have another number of "
+            f"separators than the reference (none, or too few or too many; at most "
+            f"{WRONG_SEPARATORS_AT_MOST:.0%} allowed), so X1's translation cannot be found")
 
 
 def wrong_separator_share(hyps, references, sep=DEFAULT_SEP):
@@ -58,9 +66,7 @@ def first_sentence_scores(original_hyps, swapped_hyps, references, sep=DEFAULT_S
     share = wrong_separator_share(original_hyps, references, sep)
     if share > WRONG_SEPARATORS_AT_MOST:
         return {"applicable": False, "wrong_separators": share, "examples": len(references),
-                "why": f"not applicable: the model does not produce {sep} ({share:.0%} of its Original "
-                       f"translations have another number of separators than the reference; at most "
-                       f"{WRONG_SEPARATORS_AT_MOST:.0%} allowed)"}
+                "why": separators_why(share)}
     first_refs = [" ".join(split_segments(ref.split(), sep)[0]) for ref in references]
     original = [" ".join(split_segments(hyp.split(), sep)[0]) for hyp in original_hyps]
     swapped = [" ".join(split_segments(hyp.split(), sep)[-1]) for hyp in swapped_hyps]
@@ -89,10 +95,14 @@ def analyse(src_path, tgt_path, workdir, translate, sep=DEFAULT_SEP, original_hy
 
 def results_by_set(stored):
     """{set: result} of a run's stored swapped analysis (results written before the
-    training examples were scored hold one result, of the evaluation set)."""
+    training examples were scored hold one result, of the evaluation set), a result
+    not measured for its separators giving the reason in today's words (earlier ones
+    said "does not produce <sep>" also of models that wrote too many)."""
     if "drop" in stored:
         return {"eval": {"applicable": True, **stored}}
-    return stored
+    return {name: {**result, "why": separators_why(result["wrong_separators"])}
+            if result.get("wrong_separators") is not None and not result["applicable"] else result
+            for name, result in stored.items()}
 
 
 def training_examples(src_path, tgt_path, count, out_dir, sep=DEFAULT_SEP):
