@@ -507,6 +507,8 @@ def warm_start_source(data, earlier, run, path):
     where = f"data.{run.data}.warm_start"
     if label not in data:
         _fail(path, f"{where}: {label!r} is not under data: {sorted(data)}")
+    if label == run.data:
+        _fail(path, f"{where}: a data setting cannot start from its own runs; name one trained from scratch")
     if data[label].warm_start is not None:
         _fail(path, f"{where}: data.{label} starts from another setting itself; start from one trained from scratch")
     source = next((other for other in earlier if (other.data, other.method, other.shift, other.seed)

@@ -190,7 +190,8 @@ def test_warm_start_names_a_setting_and_a_run_made_before(tmp_path):
                            grid=grid)
     for change, message in [
         ("data.warm.warm_start=plane", "data.warm.warm_start: 'plane' is not under data: ['plain', 'warm']"),
-        ("data.warm.warm_start=warm", "data.warm.warm_start: data.warm starts from another setting itself"),
+        ("data.warm.warm_start=warm", "data.warm.warm_start: a data setting cannot start from its own runs"),
+        ("data.plain.warm_start=warm", "data.plain.warm_start: data.warm starts from another setting itself"),
         (None, "data.warm.warm_start: the run warm/shape-K10/seed1 starts from plain/shape-K10/seed1, which no "
                "grid line makes before it; add that run to an earlier grid line"),
         ("grid=[{data: [warm], method: [ape]}, {data: [plain], method: [ape]}]",
