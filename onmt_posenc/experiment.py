@@ -781,18 +781,20 @@ def check_options(experiment):
             where = f"{run.sources.get(key, 'settings')}.{key}: " if key else f"run {run.id}: "
             _fail(experiment.path, where + _parse_error_text(message, key or ""))
 
-    # onmt_train's train_from builds the model from the checkpoint's options: a warm-started
-    # run whose model options differ from its source's would silently train the source's model
-    model_options = _model_option_names()
+    # a warm-started run loads its source's weights (non-strictly, with update_vocab): a
+    # model option that differs would leave weights unloaded or misread, without a word
+    defaults = _model_option_defaults()
     for index, run in enumerate(experiment.runs):
         source = warm_start_source(experiment.data, experiment.runs[:index], run, experiment.path)
-        differ = [key for key in model_options if source and run.config.get(key) != source.config.get(key)]
+        differ = [key for key, default in defaults.items()
+                  if source and run.config.get(key, default) != source.config.get(key, default)]
         if differ:
             key = differ[0]
             _fail(experiment.path, f"{run.sources.get(key, 'settings')}.{key}: the run {run.id} starts from the "
-                                   f"model of {source.id} (data.{run.data}.warm_start), whose options it keeps, "
-                                   f"but sets {key} to {_shown(run.config.get(key))} there "
-                                   f"{_shown(source.config.get(key))}; model options must be the same in both")
+                                   f"weights of {source.id} (data.{run.data}.warm_start), but sets {key} to "
+                                   f"{_shown(run.config.get(key, defaults[key]))}, the source "
+                                   f"{_shown(source.config.get(key, defaults[key]))}; model options must be the "
+                                   "same in both")
 
     problem = translate_options_problem(experiment.translate)
     if problem is not None:
@@ -816,14 +818,21 @@ def translate_options_problem(translate):
     return f".{unknown[0]}: not an onmt_translate option" if unknown else None
 
 
-def _model_option_names():
-    """The options of onmt_train's `model_opts` (ours included, see plugin._add_options)."""
+# Model options that say how to load a checkpoint, not what the model is: onmt_train
+# takes them from the run's own options.
+LOADING_OPTIONS = ("update_vocab", "freeze_encoder", "freeze_decoder")
+
+
+def _model_option_defaults():
+    """{option: default} of onmt_train's `model_opts` (ours included, see
+    plugin._add_options), without LOADING_OPTIONS."""
     from onmt import opts
     from onmt.utils.parse import ArgumentParser
 
     parser = ArgumentParser()
     opts.model_opts(parser)
-    return sorted({action.dest for action in parser._actions if action.dest != "help"})
+    return {action.dest: action.default for action in parser._actions
+            if action.dest != "help" and action.dest not in LOADING_OPTIONS}
 
 
 def parse_shard(text):

@@ -190,11 +190,16 @@ class RunExecutor:
             args = ["-config", self.dir / "config.yaml"]
             if resume_from is not None:
                 self.progress.say(f"resume from {resume_from.name}")
-                args += ["-train_from", resume_from]
+                # keep_states: the optimizer's state and step from the checkpoint, its options
+                # (learning rate, schedule) from this run's config, not from the checkpoint's
+                # stored options, which for a warm-started run saved before this fix are its source's
+                args += ["-train_from", resume_from, "-reset_optim", "keep_states"]
             elif config.get("train_from"):  # warm_start: the source model's weights, step 0 and a new
-                # optimizer (its schedule from the start), embeddings mapped to this run's vocabulary
+                # optimizer (its schedule from the start), embeddings mapped to this run's vocabulary;
+                # override_opts: the model and its checkpoints take this run's options (the model
+                # options are the source's, see experiment.check_options), not the source's
                 self.warm_start(Path(config["train_from"]))
-                args += ["-reset_optim", "all", "-update_vocab"]
+                args += ["-reset_optim", "all", "-update_vocab", "-override_opts"]
             self.progress.start_training(checkpoint_step(resume_from) if resume_from else 0)
             self.stock("onmt_train", args, "train", _train_progress(self.progress), append=resume_from is not None)
             self.progress.end_training()

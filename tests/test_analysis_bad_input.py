@@ -163,7 +163,7 @@ OTHER_CASES = [
     ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--translate-config", "{wrong_value}"],
      "--translate-config {wrong_value}: beam_size: invalid int value: 'four'"),
     ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--translate-config", "{not_mapping}"],
-     "--translate-config {not_mapping}: must be a mapping of onmt_translate options"),
+     "--translate-config {not_mapping}: a config file must be a YAML mapping"),
     ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--json", "{missing}"],
      "--json {missing}: the folder {missing_folder} does not exist"),
 ]

@@ -203,10 +203,14 @@ def test_warm_start_names_a_setting_and_a_run_made_before(tmp_path):
     assert experiments.warm_start_source(loaded.data, loaded.runs[:1], loaded.runs[1], path).id == "plain/ape/seed1"
     # onmt_train builds a warm-started model from its source's options: a difference is refused
     with pytest.raises(experiments.ExperimentError, match=re.escape(
-            "data.warm.settings.heads: the run warm/ape/seed1 starts from the model of plain/ape/seed1 "
-            "(data.warm.warm_start), whose options it keeps, but sets heads to 2 there 8")):
+            "data.warm.settings.heads: the run warm/ape/seed1 starts from the weights of plain/ape/seed1 "
+            "(data.warm.warm_start), but sets heads to 2, the source 8; model options must be the same")):
         experiments.check_options(experiments.load(path, ["grid=[{data: [plain, warm], method: [ape]}]",
                                                            "data.warm.settings.heads=2"]))
+    # a model option set to its default on one side only, and how to load, are no difference
+    experiments.check_options(experiments.load(path, ["grid=[{data: [plain, warm], method: [ape]}]",
+                                                      "data.warm.settings.freeze_encoder=true",
+                                                      "data.warm.settings.max_relative_positions=0"]))
 
 
 def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run(demo, tmp_path):
@@ -216,7 +220,9 @@ def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run
     output = tmp_path / "out"
     shutil.copytree(demo[0] / "synthetic" / "ape", output / "synthetic" / "ape")
     single = "{seed: 1, train_examples: 600, eval_examples: 12, max_sentences: 1, test_sentences: 1, concat_sentences: 1}"
+    # half the source's learning rate: the warm run's own schedule, also after resuming
     warm = ["--set", f"data.warm.synthetic={single}", "--set", "data.warm.interpolate=2",
+            "--set", "data.warm.settings={learning_rate: 1.0}",
             "--set", "data.warm.warm_start=synthetic", "--set", "grid=[{data: [synthetic, warm], method: [ape]}]"]
     args = [command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN), *warm]
     result = run(args, cwd=REPO, timeout=LONG)
@@ -238,6 +244,11 @@ def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run
     assert "[2/2 warm/ape/seed1] resume from model_step_8.pt" in resumed.stderr
     assert "start from" not in resumed.stderr
     assert json.loads((started / "result.json").read_text())["resumed_from"] == 8
+    first, again = (part for part in (started / "logs" / "train.log").read_text().split("$ ")[1:]
+                    if "onmt_train" in part.split()[0])
+    rate = [re.search(r"Step\s+12/\s*16;.*? lr: ([\d.e-]+);", part).group(1) for part in (first, again)]
+    assert rate[0] == rate[1]  # not the source's (learning_rate 2.0) from the checkpoint's options
+    assert float(yaml.safe_load((source / "config.yaml").read_text())["learning_rate"]) == 2.0
 
     cold = run([command("onmt-posenc"), "report", DEMO, "--output", output, *overrides(SCALED_DOWN),
                 *warm[:-4], "--set", "data.warm.warm_start=null", *warm[-2:]], cwd=REPO)

@@ -28,7 +28,7 @@ from configargparse import ConfigFileParserException
 from onmt_posenc import stock
 from onmt_posenc.arguments import one_token
 from onmt_posenc.analysis import AnalysisError, check_outputs, models, read_texts
-from onmt_posenc.config_include import read_yaml
+from onmt_posenc.config_include import merged_mapping
 from onmt_posenc.evaluate import corpus_bleu
 from onmt_posenc.experiment import translate_options_problem
 from onmt_posenc.interpolate import DEFAULT_SEP, join_segments, read_lines, split_segments, write_lines
@@ -150,15 +150,13 @@ def check_translate_config(path):
     """The options file onmt_translate gets, through its parser before the first translation."""
     if not os.path.isfile(path):
         raise AnalysisError(f"--translate-config {path} does not exist")
-    try:
-        options = read_yaml(path) or {}
+    try:  # with its `include:`s, as onmt_translate reads it (config_include)
+        options = merged_mapping(path)
     except ConfigFileParserException as error:
         raise AnalysisError(f"--translate-config {error}") from None
-    if not isinstance(options, dict):
-        raise AnalysisError(f"--translate-config {path}: must be a mapping of onmt_translate options")
     problem = translate_options_problem(options)
     if problem is not None:
-        raise AnalysisError(f"--translate-config {path}: {problem.removeprefix('.')}")
+        raise AnalysisError(f"--translate-config {path}: {problem.removeprefix('.').removeprefix(': ')}")
 
 
 def main(args):
