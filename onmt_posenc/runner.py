@@ -33,8 +33,9 @@ from onmt_posenc import experiment as experiments
 from onmt_posenc import curves, interpolate, report, stock
 from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
-from onmt_posenc.runs import (AVERAGED, FAILURE, RESULT, data_dir, is_stale, longest_training_source, prepare_data, read_stored,
-                              run_config, run_dir, run_fields, settings_of, write_json, write_text_atomically)
+from onmt_posenc.runs import (AVERAGED, FAILURE, RESULT, corpus_files, data_dir, is_stale, longest_training_source,
+                              prepare_data, read_stored, run_config, run_dir, run_fields, settings_of, write_json,
+                              write_text_atomically)
 
 # The seconds onmt_build_vocab took, in the run's folder
 VOCAB_SECONDS = "logs/build_vocab_seconds.json"
@@ -242,14 +243,20 @@ class RunExecutor:
         }
 
     def warm_start(self, model):
-        source = self.run.data, self.experiment.data[self.run.data].warm_start
-        if not model.is_file():
-            raise RuntimeError(f"data.{source[0]}.warm_start: this run starts from {model}, which does not exist "
-                               f"yet: the run of data setting {source[1]} with this method and seed must finish "
-                               "first (it comes earlier in the grid; with --shard, run again once it has)")
+        """Check that the run this one starts from has finished with the file's settings."""
+        experiment, where = self.experiment, f"data.{self.run.data}.warm_start"
+        source = experiments.warm_start_source(experiment.data, experiment.runs[:experiment.runs.index(self.run)],
+                                               self.run, experiment.path)
+        result = run_dir(experiment, source) / RESULT
+        stored = read_stored(result)[0] if result.is_file() else None
+        files = corpus_files(experiment.data[source.data], data_dir(experiment, source.data))
+        if stored is None or stored["status"] != "finished" or is_stale(stored, run_config(experiment, source, files)):
+            raise RuntimeError(f"{where}: this run starts from the model of {source.id}, which has not finished with "
+                               f"the file's settings yet: run it first (it comes earlier in the grid; with --shard, "
+                               "run this shard again once it has)")
         if not is_complete(model):
-            raise RuntimeError(f"data.{source[0]}.warm_start: {model} does not load (incomplete or damaged); "
-                               f"run data setting {source[1]}'s run again to write it")
+            raise RuntimeError(f"{where}: {model} does not load (missing, incomplete or damaged); "
+                               f"run {source.id} again to write it")
         self.progress.say(f"start from {model}")
 
     @staticmethod

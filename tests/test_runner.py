@@ -255,6 +255,20 @@ def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run
     assert "| warm/ape/seed1 | stale" in (output / "report.md").read_text(), cold.stderr
 
 
+def test_a_warm_started_run_waits_for_its_source_to_finish(tmp_path):
+    """With shards, a warm-started run can come before its source has finished: it fails
+    in one line naming the source, and trains nothing."""
+    single = "{seed: 1, train_examples: 60, eval_examples: 6, max_sentences: 1, test_sentences: 1, concat_sentences: 1}"
+    args = [command("onmt-posenc"), "run", DEMO, "--output", tmp_path / "out", "--shard", "2/2",
+            *overrides(SCALED_DOWN), "--set", f"data.warm.synthetic={single}", "--set", "data.warm.interpolate=2",
+            "--set", "data.warm.warm_start=synthetic", "--set", "grid=[{data: [synthetic, warm], method: [ape]}]"]
+    result = run(args, cwd=REPO, expect_ok=False)
+    assert result.returncode == 1
+    assert ("FAILED warm/ape/seed1: data.warm.warm_start: this run starts from the model of synthetic/ape/seed1, "
+            "which has not finished with the file's settings yet") in result.stderr
+    assert not list((tmp_path / "out" / "warm" / "ape" / "seed1").glob("model_step_*.pt"))
+
+
 def test_shards_split_the_runs_without_overlap(tmp_path):
     runs = experiments.load(experiment_file(tmp_path)).runs
     parts = [experiments.shard(runs, i, 3) for i in (1, 2, 3)]
