@@ -192,6 +192,10 @@ class Experiment:
     # one run of each method and data setting no grid line uses: never run, but check_options checks their keys
     unused: list = field(default_factory=list)
 
+    def warm_start_source(self, run):
+        """The run `run` starts from (its data setting's warm_start), or None."""
+        return warm_start_source(self.data, self.runs[:self.runs.index(run)], run, self.path)
+
 
 def _fail(path, message):
     raise ExperimentError(f"{path}: {message}")
@@ -784,10 +788,12 @@ def check_options(experiment):
     # a warm-started run loads its source's weights (non-strictly, with update_vocab): a
     # model option that differs would leave weights unloaded or misread, without a word
     defaults = _model_option_defaults()
-    for index, run in enumerate(experiment.runs):
-        source = warm_start_source(experiment.data, experiment.runs[:index], run, experiment.path)
+    for run in experiment.runs:
+        source = experiment.warm_start_source(run)
+        if source is None:
+            continue
         differ = [key for key, default in defaults.items()
-                  if source and run.config.get(key, default) != source.config.get(key, default)]
+                  if run.config.get(key, default) != source.config.get(key, default)]
         if differ:
             key = differ[0]
             _fail(experiment.path, f"{run.sources.get(key, 'settings')}.{key}: the run {run.id} starts from the "
@@ -798,24 +804,25 @@ def check_options(experiment):
 
     problem = translate_options_problem(experiment.translate)
     if problem is not None:
-        _fail(experiment.path, f"evaluation.translate{problem}")
+        key, what = problem
+        _fail(experiment.path, f"evaluation.translate{f'.{key}' if key else ''}: {what}")
 
 
 def translate_options_problem(translate):
     """What onmt_translate's parser says of the options `translate` (a mapping), as
-    '.KEY: what' ('' for the key when the parser names none), or None: checked before
-    anything is translated, where onmt_translate itself would fail on the first use."""
+    (the key it is about or None, what is wrong), or None: checked before anything is
+    translated, where onmt_translate itself would fail on the first use."""
     from onmt.bin.translate import _get_parser as translate_parser
 
     # parsed only: onmt_translate's validation (the extension's preflight) looks for the model and -src files
     message = _parser_problem(translate_parser, yaml.safe_dump(translate), ["-model", "model.pt", "-src", "src"])
     if message is not None:
         key = _key_named(message, translate)
-        return f"{f'.{key}' if key else ''}: {_parse_error_text(message, key or '')}"
+        return key, _parse_error_text(message, key or "")
     # a key of another command passes the parser, but onmt_translate refuses it when it runs
     known = {name.lstrip("-") for name in translate_parser()._option_string_actions}
     unknown = [key for key in translate if key not in known]
-    return f".{unknown[0]}: not an onmt_translate option" if unknown else None
+    return (unknown[0], "not an onmt_translate option") if unknown else None
 
 
 # Model options that say how to load a checkpoint, not what the model is: onmt_train

@@ -245,8 +245,7 @@ class RunExecutor:
     def warm_start(self, model):
         """Check that the run this one starts from has finished with the file's settings."""
         experiment, where = self.experiment, f"data.{self.run.data}.warm_start"
-        source = experiments.warm_start_source(experiment.data, experiment.runs[:experiment.runs.index(self.run)],
-                                               self.run, experiment.path)
+        source = experiment.warm_start_source(self.run)
         result = run_dir(experiment, source) / RESULT
         stored = read_stored(result)[0] if result.is_file() else None
         files = corpus_files(experiment.data[source.data], data_dir(experiment, source.data))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from onmt_posenc import interpolate, synthetic
-from onmt_posenc.experiment import RUNNER_KEYS, FilePair, data_setting_keys, warm_start_source
+from onmt_posenc.experiment import RUNNER_KEYS, FilePair, data_setting_keys
 
 RESULT = "result.json"
 # a finished run's model: its last checkpoints averaged, the model evaluated
@@ -270,7 +270,7 @@ def run_config(experiment, run, files):
     )
     if not config.get("share_vocab"):
         config["tgt_vocab"] = str(directory / "vocab.tgt")
-    source = warm_start_source(experiment.data, experiment.runs[:experiment.runs.index(run)], run, experiment.path)
+    source = experiment.warm_start_source(run)
     if source is not None:
         config["train_from"] = str(run_dir(experiment, source) / AVERAGED)
     return config

@@ -156,7 +156,8 @@ def check_translate_config(path):
         raise AnalysisError(f"--translate-config {error}") from None
     problem = translate_options_problem(options)
     if problem is not None:
-        raise AnalysisError(f"--translate-config {path}: {problem.removeprefix('.').removeprefix(': ')}")
+        key, what = problem
+        raise AnalysisError(f"--translate-config {path}: {f'{key}: ' if key else ''}{what}")
 
 
 def main(args):
