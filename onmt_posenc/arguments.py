@@ -25,8 +25,13 @@ def non_negative_int(text):
     return value
 
 
+def is_one_token(text):
+    """A non-empty string without white space, e.g. the `<sep>` separator."""
+    return bool(text) and not any(c.isspace() for c in text)
+
+
 def one_token(text):
     """One whitespace-free token, e.g. the `<sep>` separator."""
-    if not text or len(text.split()) != 1 or text != text.strip():
+    if not is_one_token(text):
         raise argparse.ArgumentTypeError(f"must be one token without spaces, got {text!r}")
     return text

@@ -79,6 +79,7 @@ from pathlib import Path
 import yaml
 from configargparse import ConfigFileParserException
 
+from onmt_posenc.arguments import is_one_token
 from onmt_posenc.config_include import merged_mapping, read_yaml
 from onmt_posenc.interpolate import DEFAULT_SEP
 from onmt_posenc.synthetic import EVAL_SETS, SyntheticTask
@@ -143,9 +144,12 @@ class DataSetting:
     @property
     def design(self):
         """Its kind and options: 'INTERPOLATE (interpolate: 10, warm_start: vanilla)'."""
-        options = {key: getattr(self, key) for key in ("extrapolate", "interpolate", "single_pairs", "warm_start")
-                   if getattr(self, key)}
+        options = {key: getattr(self, key) for key in (*COUNT_KEYS, "warm_start") if getattr(self, key)}
         return self.kind + (f" ({', '.join(f'{key}: {value}' for key, value in options.items())})" if options else "")
+
+
+# A data setting's keys that make it EXTRAPOLATE or INTERPOLATE, each a count (see DataSetting)
+COUNT_KEYS = ("extrapolate", "interpolate", "single_pairs")
 
 
 def data_setting_keys(setting):
@@ -254,7 +258,7 @@ def _offsets(value, path, where):
 
 
 def _separator(value, path, where):
-    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+    if not isinstance(value, str) or not is_one_token(value):
         _fail(path, f"{where}: must be one token (a string without spaces), got {_shown(value)}")
     return value
 
@@ -362,14 +366,12 @@ def _positive(value, path, where):
 def _data_setting(label, spec, base, path, folder=None):
     """A data setting from its mapping; `folder` (--data) replaces where its files come from."""
     spec = _mapping(spec, path, f"data.{label}")
-    known = {"train", "valid", "eval", "synthetic", "folder", "settings", "extrapolate", "interpolate", "single_pairs",
-             "warm_start"}
+    known = {"train", "valid", "eval", "synthetic", "folder", "settings", *COUNT_KEYS, "warm_start"}
     unknown = set(spec) - known
     if unknown:
         _fail(path, f"data.{label}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
     settings = _mapping(spec.get("settings"), path, f"data.{label}.settings")
-    shape = {key: _positive(spec.get(key), path, f"data.{label}.{key}")
-             for key in ("extrapolate", "interpolate", "single_pairs")}
+    shape = {key: _positive(spec.get(key), path, f"data.{label}.{key}") for key in COUNT_KEYS}
     if shape["extrapolate"] and shape["interpolate"]:
         _fail(path, f"data.{label}: choose extrapolate or interpolate, not both")
     if shape["single_pairs"] and not shape["interpolate"]:

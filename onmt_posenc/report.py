@@ -28,7 +28,8 @@ from onmt_posenc import experiment as experiments
 from onmt_posenc.analysis import length_buckets, plots, position_ablation, shift_invariance, token_nll
 from onmt_posenc.analysis.swapped import WRONG_SEPARATORS_AT_MOST, results_by_set
 from onmt_posenc.runs import (FAILURE, RESULT, corpus_files, data_dir, is_stale, read_analysis, read_stored,
-                              run_config, run_dir, run_fields, write_json, write_text_atomically)
+                              run_config, run_dir, run_fields, warm_source_changed, write_json,
+                              write_text_atomically)
 
 
 def collect(experiment):
@@ -55,6 +56,10 @@ def collect(experiment):
             if is_stale(record, config):
                 record.update(status="stale", error=f"stale: {directory} holds this run with settings other than "
                                                     f"{experiment.path} makes now; remove that folder and run again")
+            elif warm_source_changed(directory, config):
+                record.update(status="stale", error=f"stale: {directory} holds this run started from "
+                                                    f"{config['train_from']} before that model changed; remove that "
+                                                    "folder and run again")
             _drop_unreadable_analyses(record, directory)
         record.update(run_fields(run))
         record["dir"] = str(directory)

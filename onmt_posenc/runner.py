@@ -33,9 +33,9 @@ from onmt_posenc import experiment as experiments
 from onmt_posenc import curves, interpolate, report, stock
 from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
-from onmt_posenc.runs import (AVERAGED, FAILURE, RESULT, corpus_files, data_dir, is_stale, longest_training_source,
-                              prepare_data, read_stored, run_config, run_dir, run_fields, settings_of, write_json,
-                              write_text_atomically)
+from onmt_posenc.runs import (AVERAGED, FAILURE, RESULT, WARM_START, corpus_files, data_dir, file_digest, is_stale,
+                              longest_training_source, prepare_data, read_stored, run_config, run_dir, run_fields,
+                              settings_of, warm_source_changed, write_json, write_text_atomically)
 
 # The seconds onmt_build_vocab took, in the run's folder
 VOCAB_SECONDS = "logs/build_vocab_seconds.json"
@@ -200,6 +200,7 @@ class RunExecutor:
                 # override_opts: the model and its checkpoints take this run's options (the model
                 # options are the source's, see experiment.check_options), not the source's
                 self.warm_start(Path(config["train_from"]))
+                write_json(self.dir / WARM_START, {"from": config["train_from"], "sha256": file_digest(config["train_from"])})
                 args += ["-reset_optim", "all", "-update_vocab", "-override_opts"]
             self.progress.start_training(checkpoint_step(resume_from) if resume_from else 0)
             self.stock("onmt_train", args, "train", _train_progress(self.progress), append=resume_from is not None)
@@ -369,6 +370,9 @@ def resume_point(directory, config, say):
     if not isinstance(stored, dict) or not goes_on(stored, config):
         say("an unfinished attempt with another config; starting again")
         return None
+    if warm_source_changed(directory, config):
+        say(f"an unfinished attempt from {config['train_from']} as it was before it changed; starting again")
+        return None
     return newest_complete_checkpoint(directory, say)
 
 
@@ -381,6 +385,10 @@ def execute_run(experiment, run, files, progress):
     if unreadable:
         progress.say(f"{unreadable}; the run is done again from its newest checkpoint")
         (directory / RESULT).unlink()
+    if result is not None and warm_source_changed(directory, config):
+        return {"id": run.id, "status": "failed", "error": f"{directory} holds a finished run that started from "
+                f"{config['train_from']} before that model changed; remove that folder to run it again from "
+                "the new model", "log": str(directory / WARM_START)}
     if result is not None and is_stale(result, config) and goes_on(result.get("config") or {}, config):
         progress.say(f"finished at {result['config'].get('train_steps')} updates; training goes on to "
                      f"{config.get('train_steps')}")

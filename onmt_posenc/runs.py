@@ -7,8 +7,10 @@ this module; neither imports the other.
     <output>/<data>/<method>/seed<n>/          one run: config.yaml, logs/, hyp/, analyses/
         result.json                            written last: the run is finished
         failure.json                           the run failed (error and log)
+        warm_start.json                        warm_start: which model the run started from
 """
 import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -23,6 +25,8 @@ AVERAGED = "averaged.pt"
 # the corpus of single pairs that `single_pairs` mixes into INTERPOLATE's joined ones
 SINGLE_PAIRS_CORPUS = "train_single_pairs"
 FAILURE = "failure.json"
+# warm_start: the SHA-256 of the source model when the run started from it
+WARM_START = "warm_start.json"
 
 
 def write_text_atomically(path, text):
@@ -225,6 +229,32 @@ def is_stale(record, config):
     """A finished run whose stored config has other settings than `config` (what the
     experiment file makes now)."""
     return settings_of(record.get("config") or {}) != settings_of(config)
+
+
+def file_digest(path):
+    """SHA-256 of a file's bytes, None where there is no file."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except FileNotFoundError:
+        return None
+    return digest.hexdigest()
+
+
+def warm_source_changed(directory, config):
+    """Has the model a warm-started run started from changed since (its source trained
+    further, trained again, or removed)? Its identity names that model by path only, so
+    the run keeps the model's digest (WARM_START) and compares. A run without one
+    (started by an older onmt-posenc) cannot tell and counts as unchanged."""
+    if not config.get("train_from") or not (Path(directory) / WARM_START).is_file():
+        return False
+    try:
+        stored = read_json(Path(directory) / WARM_START).get("sha256")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return True  # unreadable: nothing vouches for the model it started from
+    return stored != file_digest(config["train_from"])
 
 
 def corpora(setting, files, transforms):

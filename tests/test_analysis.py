@@ -227,3 +227,17 @@ def test_swapped_training_examples_are_the_joined_lines_of_the_corpus_as_trained
     assert read_lines(out_ref) == ["Eine Katze <sep> Hallo!", "b1 <sep> b2"]
     write_lines(tgt, ["a", "b", "c", "d"])
     assert swapped.training_examples(src, tgt, 2, tmp_path / "none") is None
+
+
+def test_length_bucket_plot_of_a_baseline_alone_has_no_empty_gain_panel(tmp_path):
+    """A batch where only the baseline has finished: BLEU and length panels, no gain panel
+    (an empty one made matplotlib warn "No artists with labels" in the report)."""
+    import warnings
+
+    src, refs = ["a b c", "a b c d e f g h i j k l"], ["x y", "x y z"]
+    result = length_buckets.compare({"ape": length_buckets.bucket_scores(src, refs, refs, width=5)}, baseline="ape")
+    assert result["gain"] == {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = length_buckets.plot(result, tmp_path / "alone.png", "alone")
+    assert open(path, "rb").read(8) == PNG_MAGIC

@@ -14,7 +14,9 @@ import yaml
 from conftest import MULTI30K, REPO, TOY_ENDE, command, head, run, write_yaml
 
 from onmt_posenc import experiment as experiments
+from onmt_posenc import runner
 from onmt_posenc.interpolate import join_lines, read_lines, write_lines
+from onmt_posenc.runs import file_digest
 
 DEMO = REPO / "recipes" / "experiments" / "demo.yaml"
 # The demo, scaled down: a few updates on a small synthetic corpus, short outputs.
@@ -253,6 +255,19 @@ def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run
     cold = run([command("onmt-posenc"), "report", DEMO, "--output", output, *overrides(SCALED_DOWN),
                 *warm[:-4], "--set", "data.warm.warm_start=null", *warm[-2:]], cwd=REPO)
     assert "| warm/ape/seed1 | stale" in (output / "report.md").read_text(), cold.stderr
+
+    # the source model changes (as when its run trains further): the warm run no longer is what it says
+    assert json.loads((started / "warm_start.json").read_text())["sha256"] == file_digest(source / "averaged.pt")
+    shutil.copy(sorted(source.glob("model_step_*.pt"))[0], source / "averaged.pt")
+    again = run(args, cwd=REPO, expect_ok=False)
+    assert (f"FAILED warm/ape/seed1: {started} holds a finished run that started from {source / 'averaged.pt'} "
+            "before that model changed") in again.stderr
+    run([command("onmt-posenc"), "report", DEMO, "--output", output, *overrides(SCALED_DOWN), *warm], cwd=REPO)
+    assert re.search(r"\| warm/ape/seed1 \| stale \|.* before that model changed; remove that folder",
+                     (output / "report.md").read_text())
+    said = []  # unfinished, it starts again instead of going on from the old model's checkpoints
+    assert runner.resume_point(started, yaml.safe_load((started / "config.yaml").read_text()), said.append) is None
+    assert said == [f"an unfinished attempt from {source / 'averaged.pt'} as it was before it changed; starting again"]
 
 
 def test_a_warm_started_run_waits_for_its_source_to_finish(tmp_path):
@@ -540,7 +555,6 @@ def test_resume_skips_checkpoints_cut_short(tmp_path):
 def test_progress_of_a_resumed_run_counts_only_the_steps_trained_since(monkeypatch):
     import io
 
-    from onmt_posenc import runner
 
     clock = iter([0.0, 0.0, 100.0])  # run start, training start, first report
     monkeypatch.setattr(runner.time, "time", lambda: next(clock))

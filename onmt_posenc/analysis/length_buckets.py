@@ -79,7 +79,8 @@ def max_length(path):
 
 def plot(result, path, title):
     """BLEU per bucket, gain over the baseline, and hypothesis/reference length; unseen lengths shaded."""
-    panels = [("bleu", "BLEU")] + ([("gain", f"BLEU gain over {result.get('baseline')}")] if "gain" in result else [])
+    # a gain panel only with a model beside the baseline (a baseline alone has no gain to draw)
+    panels = [("bleu", "BLEU")] + ([("gain", f"BLEU gain over {result['baseline']}")] if result.get("gain") else [])
     panels.append(("length_ratio", "hypothesis / reference length"))
     fig, axes = plots.plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     x = range(len(result["buckets"]))
