@@ -44,7 +44,7 @@ import MeCab
 import nltk
 import unidic_lite
 
-from onmt_posenc.interpolate import read_lines, write_lines
+from onmt_posenc.interpolate import check_not_an_input, read_lines, write_lines
 
 _TAIL = r"(<AUX|DEP|SUFF>|<PART|CPART|NPART>+<AUX>|<CPART|NPART><DEP>)*<PART|CPART|NPART>*<CLOSE|PUNCT>*"
 GRAMMAR = rf"""
@@ -164,6 +164,7 @@ def add_arguments(parser):
 
 
 def main(args):
+    check_not_an_input(args.output, [args.target])  # the indices would replace the text
     # Read first: a line that is not UTF-8 is named before any output is written.
     lines = read_lines(args.target)
     chunker = JapaneseChunker()

@@ -19,6 +19,7 @@ match their reference's.
 The same functions score the runner's evaluation sets (onmt_posenc.runner).
 """
 import argparse
+import string
 import sys
 from typing import NamedTuple
 
@@ -131,16 +132,34 @@ def year_range(text):
     return found
 
 
+def year_pattern(text):
+    """A file name in which '{year}' may stand for each year; any other brace would make
+    str.format fail (argparse type: its one-line error)."""
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    except ValueError as error:  # a lone { or }
+        raise argparse.ArgumentTypeError(f"{error} in {text!r}; only {{year}} may stand in braces") from None
+    if fields - {"year"}:
+        raise argparse.ArgumentTypeError(f"{text!r} has {', '.join('{' + f + '}' for f in sorted(fields - {'year'}))}"
+                                         "; only {year} may stand in braces")
+    return text
+
+
 def add_arguments(parser):
-    parser.add_argument("--hyp", required=True, help="hypothesis file; '{year}' stands for each year")
-    parser.add_argument("--ref", required=True, help="raw reference file; '{year}' stands for each year")
-    parser.add_argument("--years", type=year_range, default=list(YEARS),
+    parser.add_argument("--hyp", type=year_pattern, required=True, help="hypothesis file; '{year}' stands for each year")
+    parser.add_argument("--ref", type=year_pattern, required=True,
+                        help="raw reference file; '{year}' stands for each year")
+    parser.add_argument("--years", type=year_range,
                         help="years for '{year}', e.g. 2010-2016 or 2014,2016 (default: 2010-2016)")
     parser.add_argument("--sep", type=one_token, default=DEFAULT_SEP, help="INTERPOLATE separator token (default: %(default)s)")
 
 
 def main(args):
     per_year = "{year}" in args.hyp or "{year}" in args.ref
+    if args.years is not None and not per_year:
+        print("onmt-posenc evaluate: error: argument --years: neither --hyp nor --ref has {year} to stand for them",
+              file=sys.stderr)
+        return 2
     scores, signature = {}, None
     try:
         if not per_year:
@@ -153,7 +172,7 @@ def main(args):
                       f"{split['separator_mismatches']} of {split['lines']} lines had a wrong number of "
                       f"separators")
             return 0
-        for year in args.years:
+        for year in args.years or YEARS:
             bleu = score_files(args.hyp.format(year=year), args.ref.format(year=year), args.sep)
             scores[year], signature = bleu.score, bleu.signature
     except (EvaluateError, OSError) as error:

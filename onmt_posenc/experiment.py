@@ -73,7 +73,7 @@ EXTRAPOLATE/INTERPOLATE choice and settings.
 import functools
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import yaml
@@ -251,9 +251,10 @@ def _integer(value, path, where, least=0):
 
 def _offsets(value, path, where):
     if (not isinstance(value, list) or len(value) < 2
-            or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in value)):
-        _fail(path, f"{where}: must be a list of two or more integers >= 0 (offsets compared with each other), "
-                    f"got {_shown(value)}")
+            or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in value)
+            or len(set(value)) < 2):
+        _fail(path, f"{where}: must be a list of two or more different integers >= 0 (offsets compared with each "
+                    f"other), got {_shown(value)}")
     return value
 
 
@@ -388,9 +389,14 @@ def _data_setting(label, spec, base, path, folder=None):
         extra = {"train", "valid", "eval"} & set(spec)
         if extra:
             _fail(path, f"data.{label}: a synthetic data setting has no files; remove {sorted(extra)}")
+        options = _mapping(spec["synthetic"], path, f"data.{label}.synthetic")
+        known = [f.name for f in fields(SyntheticTask)]
+        unknown = [key for key in options if key not in known]
+        if unknown:  # `{seed:1}` (no space) is YAML's one key 'seed:1'
+            _fail(path, f"data.{label}.synthetic: unknown keys {unknown}; known: {known}")
         try:
-            task = SyntheticTask(**_mapping(spec["synthetic"], path, f"data.{label}.synthetic"))
-        except (TypeError, ValueError) as error:
+            task = SyntheticTask(**options)
+        except ValueError as error:
             _fail(path, f"data.{label}.synthetic: {error}")
         several = {key: getattr(task, key) for key in ("max_sentences", "test_sentences", "concat_sentences")
                    if getattr(task, key) != 1}
@@ -768,9 +774,20 @@ def check_options(experiment):
     from onmt.bin.train import _get_parser as train_parser
     from onmt.utils.parse import ArgumentParser
 
-    def validate_model(opt):
+    from onmt_posenc import preflight
+
+    def validate(opt):
         ArgumentParser.update_model_opts(opt)
         ArgumentParser.validate_model_opts(opt)
+        try:
+            preflight.check_schedule(opt)
+        except preflight.PreflightError as error:
+            raise ValueError(str(error)) from None
+        if opt.tgt_position_encoding == "perspe" and opt.perspe_unit == "phrase":  # else a failure at update 1
+            raise ValueError("perspe_range perturbs target phrases (perspe_unit: phrase, the default), which needs "
+                             "a phrase file per training corpus (path_tgt_phrases); the runner's corpora have none: "
+                             "set perspe_unit: token, or train phrase-level perSPE with onmt_train "
+                             "(docs/methods.md)")
 
     # the runner's keys, which the parser requires, as placeholders: only parsed, never opened
     placeholders = yaml.safe_dump({"data": {"corpus": {"path_src": "src", "path_tgt": "tgt"}}, "src_vocab": "vocab"})
@@ -781,7 +798,7 @@ def check_options(experiment):
         if text in checked:
             continue
         checked.add(text)
-        message = _parser_problem(train_parser, text + placeholders, validate=validate_model)
+        message = _parser_problem(train_parser, text + placeholders, validate=validate)
         if message is not None:
             key = _key_named(message, keys)
             where = f"{run.sources.get(key, 'settings')}.{key}: " if key else f"run {run.id}: "

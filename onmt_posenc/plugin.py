@@ -425,12 +425,17 @@ def _errors_in_one_line():
     check before; onmt_release_model's CTranslate2 export refuses what it cannot
     represent), they reach the top uncaught, and the traceback above them is noise.
     Only the main thread of a command, and only these errors (status 1)."""
+    from onmt.modules.embeddings import SequenceTooLongError
+
     from onmt_posenc.export import CTranslate2TooOldError, NotExportableError
+    from onmt_posenc.positions.perturbed import PhraseBoundariesMissingError
     from onmt_posenc.transforms.concat_pairs import ConcatPairsError
     from onmt_posenc.transforms.phrase_boundaries import PhraseFileError
 
+    # SequenceTooLongError: a sentence longer than a position table (randomized positions' L
+    # included); PhraseBoundariesMissingError: perSPE without its phrase files, at update 1
     one_line = (checkpoints.CheckpointError, checkpoints.UnsafeCheckpointError, ConcatPairsError, PhraseFileError,
-                NotExportableError, CTranslate2TooOldError)
+                NotExportableError, CTranslate2TooOldError, SequenceTooLongError, PhraseBoundariesMissingError)
     stock_excepthook = sys.excepthook
 
     def excepthook(kind, error, traceback):

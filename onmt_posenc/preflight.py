@@ -195,6 +195,19 @@ def check_model_options(opt, argv=None):
         raise PreflightError(f"{error}{where(str(error), opt, argv)}") from None
 
 
+# Counts of updates: OpenNMT-py takes 0 or less without a word and then trains without
+# end (train_steps), or fails with a ZeroDivisionError at the first update (the others).
+SCHEDULE_STEPS = ("train_steps", "valid_steps", "save_checkpoint_steps")
+
+
+def check_schedule(opt, argv=None):
+    for key in SCHEDULE_STEPS:
+        value = getattr(opt, key, None)
+        if value is not None and value < 1:
+            message = f"{key} must be >= 1, got {value}"
+            raise PreflightError(message + where(message, opt, argv))
+
+
 def where(message, opt, argv=None):
     """' (set in FILE:LINE)' for the first option that `message` names and that the
     config or the command line sets; '' if none."""
@@ -221,6 +234,7 @@ def check_checkpoint(path, option):
 def check_training(opt, gpus_found, argv=None):
     """All of the above for onmt_train: options first (wrong wherever it trains), then data."""
     check_model_options(opt, argv)
+    check_schedule(opt, argv)
     check_corpora(opt.data, opt)
     check_vocabularies(opt)
     if opt.train_from:

@@ -27,8 +27,8 @@ from onmt_posenc import claims, curves
 from onmt_posenc import experiment as experiments
 from onmt_posenc.analysis import length_buckets, plots, position_ablation, shift_invariance, token_nll
 from onmt_posenc.analysis.swapped import WRONG_SEPARATORS_AT_MOST, results_by_set
-from onmt_posenc.runs import (FAILURE, RESULT, corpus_files, data_dir, is_stale, read_analysis, read_stored,
-                              run_config, run_dir, run_fields, warm_source_changed, write_json,
+from onmt_posenc.runs import (FAILURE, RESULT, corpus_files, data_dir, evaluated_otherwise, is_stale, read_analysis,
+                              read_stored, run_config, run_dir, run_fields, warm_source_changed, write_json,
                               write_text_atomically)
 
 
@@ -60,6 +60,10 @@ def collect(experiment):
                 record.update(status="stale", error=f"stale: {directory} holds this run started from "
                                                     f"{config['train_from']} before that model changed; remove that "
                                                     "folder and run again")
+            elif evaluated_otherwise(record, experiment, setting):
+                record.update(status="stale", error=f"stale: {directory} holds this run evaluated with other "
+                                                    f"evaluation settings than {experiment.path} makes now; "
+                                                    "`onmt-posenc run` evaluates it again (no training)")
             _drop_unreadable_analyses(record, directory)
         record.update(run_fields(run))
         record["dir"] = str(directory)
@@ -490,8 +494,8 @@ def main(args):
         print(f"onmt-posenc report: error: {error}", file=sys.stderr)
         return 2
     if not experiment.output.is_dir():
-        print(f"onmt-posenc report: error: {experiment.output} does not exist; run the experiment first",
-              file=sys.stderr)
+        what = "is not a folder" if experiment.output.exists() else "does not exist; run the experiment first"
+        print(f"onmt-posenc report: error: the output {experiment.output} {what}", file=sys.stderr)
         return 2
     records = collect(experiment)
     if not any(r["status"] == "finished" for r in records):

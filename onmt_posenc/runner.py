@@ -19,6 +19,7 @@ runs and retries the rest, so an interruption loses no finished run.
 """
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -34,8 +35,9 @@ from onmt_posenc import curves, interpolate, report, stock
 from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
 from onmt_posenc.runs import (AVERAGED, FAILURE, RESULT, WARM_START, corpus_files, data_dir, file_digest, is_stale,
-                              longest_training_source, prepare_data, read_stored, run_config, run_dir, run_fields,
-                              settings_of, warm_source_changed, write_json, write_text_atomically)
+                              evaluated_otherwise, evaluation_of, longest_training_source, prepare_data, read_stored,
+                              run_config, run_dir, run_fields, settings_of, warm_source_changed, write_json,
+                              write_text_atomically)
 
 # The seconds onmt_build_vocab took, in the run's folder
 VOCAB_SECONDS = "logs/build_vocab_seconds.json"
@@ -233,6 +235,7 @@ class RunExecutor:
             "training_speed": curves.training_speed(self.logs / "train.log"),
             "curve": curve, "convergence": curves.convergence(curve["valid"]),
             "resumed_from": checkpoint_step(resume_from) if resume_from else None,
+            "evaluation": evaluation_of(self.experiment, self.experiment.data[self.run.data]),
             "machine": machine(),
             "longest_training_source": self.longest_source,
             "checkpoints_averaged": [p.name for p in averaged],
@@ -399,8 +402,17 @@ def execute_run(experiment, run, files, progress):
             return {"id": run.id, "status": "failed",
                     "error": f"{directory} holds a finished run with another config; remove that "
                              "folder to run it again with the new settings", "log": str(directory / RESULT)}
-        progress.say("finished before; skipped")
-        return result
+        if not evaluated_otherwise(result, experiment, experiment.data[run.data]):
+            progress.say("finished before; skipped")
+            return result
+        saved = checkpoints(directory)
+        if not saved or checkpoint_step(saved[-1]) < config.get("train_steps", curves.DEFAULT_TRAIN_STEPS):
+            return {"id": run.id, "status": "failed",
+                    "error": f"{directory} holds a run evaluated with other evaluation settings (sets, translate, "
+                             "average_last or analyses) and not its last checkpoint to evaluate it again; remove "
+                             "that folder to run it again", "log": str(directory / RESULT)}
+        progress.say("evaluated with other evaluation settings than the file's now: evaluated again, no training")
+        (directory / RESULT).unlink()
     resume_from = resume_point(directory, config, progress.say) if directory.exists() else None
     if resume_from is None and directory.exists():  # nothing to go on from: start clean
         shutil.rmtree(directory)
@@ -457,13 +469,17 @@ def check_data_files(experiment, runs):
             files = {"path_src": pair.src, "path_tgt": pair.tgt, **({"path_ref": pair.ref} if pair.ref else {})}
             for key, path in files.items():
                 if not path.is_file():
-                    raise experiments.ExperimentError(f"{experiment.path}: data.{label}.{name}: {path} does not exist")
+                    what = "is a folder, not a file" if path.is_dir() else "does not exist"
+                    raise experiments.ExperimentError(f"{experiment.path}: data.{label}.{name}: {path} {what}")
             for other in ("path_tgt", "path_ref"):
                 if other in files:
                     try:
                         preflight.check_corpus_text(name, {"path_src": files["path_src"], "path_tgt": files[other]})
                     except preflight.PreflightError as error:
                         problem = str(error).removeprefix(f"corpus '{name}': ")
+                        # the file's own key (ref is checked as the target of the pair)
+                        problem = re.sub(r"^path_tgt ", f"{other.removeprefix('path_')} ", problem)
+                        problem = re.sub(r"^path_src ", "src ", problem)
                         raise experiments.ExperimentError(f"{experiment.path}: data.{label}.{name}: {problem}") from None
 
 
@@ -489,6 +505,9 @@ def main(args):
         shard = experiments.parse_shard(args.shard) if args.shard else None
         experiments.check_options(experiment)  # every run, before the first one trains
         check_data_files(experiment, experiments.shard(experiment.runs, *shard) if shard else experiment.runs)
+        if experiment.output.exists() and not experiment.output.is_dir():
+            raise experiments.ExperimentError(f"the output {experiment.output} is not a folder; name a folder "
+                                              "(--output, or output in the file)")
     except experiments.ExperimentError as error:
         print(f"onmt-posenc run: error: {error}", file=sys.stderr)
         return 2

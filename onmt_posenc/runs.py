@@ -257,6 +257,30 @@ def warm_source_changed(directory, config):
     return stored != file_digest(config["train_from"])
 
 
+def evaluation_of(experiment, setting):
+    """What a run's scores and analyses depend on besides its model: the evaluation sets
+    (each file's SHA-256, the lines taken and joined; a synthetic task's parameters), the
+    translate options (but the GPU), the checkpoints averaged and the analyses' options. Stored in
+    result.json; a finished run whose evaluation is not what the file makes now is
+    evaluated again from its checkpoints (runner), stale until then (report)."""
+    sets = {name: {"src": file_digest(pair.src), "tgt": file_digest(pair.tgt),
+                   "ref": file_digest(pair.ref) if pair.ref else None,
+                   "lines": pair.lines, "join": setting.interpolate or pair.join}
+            for name, pair in setting.eval_sets.items() if pair is not None}  # synthetic: generated later
+    # which GPU translates (`gpu`) is the machine's, as gpu_ranks is in settings_of
+    translate = {key: value for key, value in experiment.translate.items() if key != "gpu"}
+    evaluation = {"sets": sets, "synthetic": setting.synthetic.__dict__ if setting.synthetic else None,
+                  "translate": translate, "average_last": experiment.average_last,
+                  "analyses": experiment.analyses}
+    return json.loads(json.dumps(evaluation, default=str))  # as result.json will read it back
+
+
+def evaluated_otherwise(record, experiment, setting):
+    """Was a finished run evaluated with other evaluation settings than the file's now?
+    A record without them (written by an older onmt-posenc) cannot tell: no."""
+    return "evaluation" in record and record["evaluation"] != evaluation_of(experiment, setting)
+
+
 def corpora(setting, files, transforms):
     """The `data` of a run's OpenNMT-py config: the setting's files with its transforms
     after the config's own `transforms` (tokenization, say). EXTRAPOLATE filters the

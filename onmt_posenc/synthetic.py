@@ -28,7 +28,7 @@ Everything is a function of `seed`, so two machines write identical files.
 """
 import itertools
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from onmt_posenc.interpolate import DEFAULT_SEP, join_segments
@@ -53,6 +53,13 @@ class SyntheticTask:
     prepositional_rate: float = 0.3
 
     def __post_init__(self):
+        for name, value in asdict(self).items():  # as YAML gives them: 1.5, "abc", [1], true
+            if name.endswith("_rate"):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                    raise ValueError(f"{name} must be a number from 0 to 1, got {value!r}")
+            elif (value is not None or name != "max_test_length") and (isinstance(value, bool)
+                                                                       or not isinstance(value, int)):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
         if min(self.train_examples, self.eval_examples) < 1:
             raise ValueError("train_examples and eval_examples must be >= 1")
         if not 1 <= self.max_sentences <= self.test_sentences:

@@ -92,6 +92,8 @@ MODEL_COMMANDS = {
     ("speed", ["--batch-tokens", "-5"], "argument --batch-tokens: must be >= 1, got -5"),
     ("shift-invariance", ["--max-sentences", "0"], "argument --max-sentences: must be >= 1, got 0"),
     ("shift-invariance", ["--offsets", "-10", "0"], "argument --offsets: must be >= 0, got -10"),
+    ("shift-invariance", ["--offsets", "0"], "argument --offsets: needs two or more different offsets, got 0"),
+    ("shift-invariance", ["--offsets", "5", "5"], "argument --offsets: needs two or more different offsets, got 5 5"),
     ("position-ablation", ["--max-sentences", "0"], "argument --max-sentences: must be >= 1, got 0"),
 ])
 def test_a_number_out_of_range_is_argparses_error(files, name, args, message):

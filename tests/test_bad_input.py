@@ -55,6 +55,9 @@ def config_with(workdir, name, corpus=None, **overrides):
     ({"shape_max_shift": -3}, "shape_max_shift", "shape_max_shift must be >= 0, got -3"),
     ({"shape_max_shift": 2, "shape_inference_offset": -1}, "shape_inference_offset",
      "shape_inference_offset must be >= 0, got -1"),
+    # OpenNMT-py fails on these at the first update (a ZeroDivisionError)
+    ({"valid_steps": 0}, "valid_steps", "valid_steps must be >= 1, got 0"),
+    ({"save_checkpoint_steps": -1}, "save_checkpoint_steps", "save_checkpoint_steps must be >= 1, got -1"),
     # OpenNMT-py itself stops these with a bare assert while building, or a garbled message
     ({"heads": 3}, "heads", "heads 3 does not divide hidden_size 64: each head takes hidden_size / heads"),
     ({"max_relative_positions": 16}, "position_encoding",
@@ -72,6 +75,9 @@ def test_negative_value_on_the_command_line_says_so(workdir):
     result = run([command("onmt_train"), "-config", config, "-shape_max_shift", "-2"], expect_ok=False)
     line = one_line_error(result)
     assert line == "onmt_train: error: shape_max_shift must be >= 0, got -2 (set in the command line)"
+    # OpenNMT-py would train without end
+    result = run([command("onmt_train"), "-config", config, "-train_steps", "0"], expect_ok=False)
+    assert one_line_error(result) == "onmt_train: error: train_steps must be >= 1, got 0 (set in the command line)"
 
 
 def test_wrong_type_in_the_config_names_its_file_and_line_without_the_usage(workdir):
@@ -79,6 +85,14 @@ def test_wrong_type_in_the_config_names_its_file_and_line_without_the_usage(work
     line = one_line_error(run([command("onmt_train"), "-config", config], expect_ok=False), status=2)
     assert line == ("onmt_train: error: argument --shape_max_shift/-shape_max_shift: invalid int value: 'ten' "
                     f"(set in {config}:{line_of(config, 'shape_max_shift')})")
+
+
+@pytest.mark.parametrize("key, value, message", [("concat_n", 0, "must be >= 1, got 0"),
+                                                 ("concat_sep", "a b", "must be one token without spaces, got 'a b'")])
+def test_concat_pairs_options_out_of_range_name_their_file_and_line(workdir, key, value, message):
+    config = config_with(workdir, "concat", **{key: value})
+    line = one_line_error(run([command("onmt_train"), "-config", config], expect_ok=False), status=2)
+    assert line == f"onmt_train: error: argument --{key}/-{key}: {message} (set in {config}:{line_of(config, key)})"
 
 
 def test_wrong_type_on_the_command_line_without_the_usage(workdir):
@@ -290,7 +304,14 @@ def test_translate_checks_its_files_and_beam_before_loading(workdir, model, tmp_
      "argument --years: the range 2016-2014 is reversed"),
     (["evaluate", "--hyp", "{text}", "--ref", "{text}", "--years", "abc"],
      "argument --years: expects years like 2010-2016 or 2014,2016, got 'abc'"),
+    (["evaluate", "--hyp", "hyp.{{yr}}.txt", "--ref", "{text}"],
+     "argument --hyp: 'hyp.{{yr}}.txt' has {{yr}}; only {{year}} may stand in braces"),
+    (["evaluate", "--hyp", "{text}", "--ref", "ref.{{year}}{{"],
+     "argument --ref: Single '{{' encountered in format string in 'ref.{{year}}{{'; only {{year}} may stand in braces"),
+    (["evaluate", "--hyp", "{text}", "--ref", "{text}", "--years", "2014,2015"],
+     "argument --years: neither --hyp nor --ref has {{year}} to stand for them"),
     (["chunk-ja", "{latin1}", "{out}"], "{latin1}:2: not UTF-8 text (byte 0xe9: invalid continuation byte)"),
+    (["chunk-ja", "{text}", "{text}"], "the output {text} is the input {text}; name another output file"),
 ])
 def test_onmt_posenc_options_and_files_in_one_line(tmp_path, args, message):
     files = {"text": tmp_path / "text.txt", "latin1": tmp_path / "latin1.txt", "out": tmp_path / "out.txt"}

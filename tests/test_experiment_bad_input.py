@@ -6,6 +6,7 @@ anything trains. A stored result that the report cannot use (result.json or an
 analysis file edited or cut short) is marked in the Runs table and left out of the
 other tables; the report is written all the same. Nothing here trains a model."""
 import json
+import re
 
 import pytest
 from conftest import REPO, TOY_ENDE, command, head, run, write_yaml
@@ -57,12 +58,17 @@ MISTAKES = [
     (["baseline=[ape]"], "baseline: must be a non-empty string, got [ape]"),
     (["analyses.swapped.set=[valid]"], "analyses.swapped.set: must be a non-empty string, got [valid]"),
     # R7: analysis options, checked before the first run rather than after the last
+    (["settings.train_steps=-5"], "settings.train_steps: must be >= 1, got -5"),  # onmt_train: without end
     (["analyses.length_buckets.width=0"], "analyses.length_buckets.width: must be >= 1, got 0"),
     (["analyses.length_buckets.width=-3"], "analyses.length_buckets.width: must be >= 1, got -3"),
-    (["analyses.shift_invariance.offsets=[0]"], "analyses.shift_invariance.offsets: must be a list of two or "
-                                                "more integers >= 0 (offsets compared with each other), got [0]"),
-    (["analyses.shift_invariance.offsets=[0, -5]"], "analyses.shift_invariance.offsets: must be a list of two or "
-                                                    "more integers >= 0 (offsets compared with each other), got [0, -5]"),
+    (["analyses.shift_invariance.offsets=[0]"], "analyses.shift_invariance.offsets: must be a list of two or more "
+                                                "different integers >= 0 (offsets compared with each other), got [0]"),
+    (["analyses.shift_invariance.offsets=[0, -5]"], "analyses.shift_invariance.offsets: must be a list of two or more "
+                                                    "different integers >= 0 (offsets compared with each other), "
+                                                    "got [0, -5]"),
+    (["analyses.shift_invariance.offsets=[5, 5]"], "analyses.shift_invariance.offsets: must be a list of two or more "
+                                                   "different integers >= 0 (offsets compared with each other), "
+                                                   "got [5, 5]"),
     (["analyses.shift_invariance.sentences=0"], "analyses.shift_invariance.sentences: must be >= 1, got 0"),
     (["analyses.position_ablation.sentences=abc"], "analyses.position_ablation.sentences: must be an integer, got abc"),
     (["analyses.token_nll.position_width=0"], "analyses.token_nll.position_width: must be >= 1, got 0"),
@@ -81,8 +87,21 @@ MISTAKES = [
     (["settings.seed=abc"], "settings.seed: each run's seed is set by grid.seed (default [1]); list the seeds there"),
     (["methods.rpe.seed=3"], "methods.rpe.seed: each run's seed is set by grid.seed (default [1]); list the seeds there"),
     (["methods.foo.bar=1"], "methods.foo.bar: unknown option"),
+    # phrase-level perSPE reads phrase files the runner's corpora cannot have: refused, not a failure at update 1
+    (["methods.foo.perspe_range=1"], "methods.foo.perspe_range: perturbs target phrases (perspe_unit: phrase, the "
+                                     "default), which needs a phrase file per training corpus (path_tgt_phrases); "
+                                     "the runner's corpora have none: set perspe_unit: token, or train phrase-level "
+                                     "perSPE with onmt_train (docs/methods.md)"),
     (["methods.foo.max_relative_positions=abc", "grid.method=[ape, rpe]"],
      "methods.foo.max_relative_positions: invalid int value: 'abc'"),
+    # the synthetic task's parameters: types and ranges, unknown keys (YAML's `{seed:1}` is one key)
+    (["data.toy={synthetic: {object_rate: 2.0}}"],
+     "data.toy.synthetic: object_rate must be a number from 0 to 1, got 2.0"),
+    (["data.toy={synthetic: {eval_examples: 1.5}}"], "data.toy.synthetic: eval_examples must be an integer, got 1.5"),
+    (["data.toy={synthetic: {seed:1}}"], "data.toy.synthetic: unknown keys ['seed:1']; known: ['seed', "
+                                         "'train_examples', 'eval_examples', 'max_sentences', 'max_train_length', "
+                                         "'test_sentences', 'max_test_length', 'concat_sentences', 'object_rate', "
+                                         "'adjective_rate', 'prepositional_rate']"),
     # X4: the grid's own message, not the option parser's
     (["grid.seed=[true]"], "grid.seed: must be integers, got true"),
     (["grid.seed=[-1]"], "grid.seed: must be >= 0, got -1"),
@@ -262,3 +281,23 @@ def test_a_report_with_no_finished_run_warns(tmp_path):
         "onmt-posenc report: warning: no run has finished yet (0 of 2); the report has no results, only what "
         "happened to each run", f"report: {output / 'report.md'}"]
     assert "| toy/ape/seed1 | missing |" in (output / "report.md").read_text(encoding="utf-8")
+
+
+def test_output_and_data_paths_of_the_wrong_kind_are_named(tmp_path):
+    """A file where the output folder belongs, a folder where a data file belongs."""
+    from onmt_posenc.runner import check_data_files
+
+    path = experiment_file(tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    for name in ("run", "report"):
+        result = run([command("onmt-posenc"), name, path, "--output", afile], cwd=tmp_path, expect_ok=False)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.splitlines()[-1].startswith(f"onmt-posenc {name}: error: the output {afile} is not a folder")
+    toy = tmp_path / "toy-ende"
+    loaded = experiments.load(path, [f"data.toy={{train: {{src: {toy}/src-train.txt, tgt: {toy}/tgt-train.txt}}, "
+                                     f"eval: {{test: {{src: {toy}/src-test.txt, tgt: {toy}/tgt-test.txt, ref: {tmp_path}}}}}}}",
+                                     "analyses={}"])
+    with pytest.raises(experiments.ExperimentError, match=re.escape(
+            f"{path}: data.toy.eval.test: {tmp_path} is a folder, not a file")):
+        check_data_files(loaded, loaded.runs)

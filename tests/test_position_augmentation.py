@@ -223,8 +223,13 @@ def test_option_defaults():
         (["-randomized_max_position", "64"], "neither src_position_encoding nor tgt_position_encoding is 'randomized'"),
         (["-randomized_draw", "batch"], "randomized_draw is set"),
         (["-cape_max_local_shift", "0.3"], "neither src_position_encoding nor tgt_position_encoding is 'cape'"),
-        (["-tgt_position_encoding", "cape", "-cape_max_global_shift", "-1"], "cape_max_global_shift must be >= 0"),
-        (["-tgt_position_encoding", "cape", "-cape_max_global_scale", "0.9"], "cape_max_global_scale must be >= 1"),
+        (["-tgt_position_encoding", "cape", "-cape_max_global_shift", "-1"],
+         "cape_max_global_shift must be a finite number >= 0, got -1.0"),
+        (["-tgt_position_encoding", "cape", "-cape_max_global_scale", "0.9"],
+         "cape_max_global_scale must be a finite number >= 1, got 0.9"),
+        # nan would train without the shift (every comparison with nan is false), inf fails at step 1
+        (["-tgt_position_encoding", "cape", "-cape_max_global_shift", "nan"], "cape_max_global_shift must be a finite"),
+        (["-tgt_position_encoding", "cape", "-cape_max_global_scale", "inf"], "cape_max_global_scale must be a finite"),
     ],
 )
 def test_inconsistent_options_refused(args, message):

@@ -270,6 +270,37 @@ def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run
     assert said == [f"an unfinished attempt from {source / 'averaged.pt'} as it was before it changed; starting again"]
 
 
+def test_a_finished_run_is_evaluated_again_when_the_evaluation_changes(demo, tmp_path):
+    """Another beam (or evaluation set, average_last, analysis option): the report marks
+    the run stale, and `run` translates and scores it again from its last checkpoint
+    without training; with no checkpoint left it says so and keeps the folder."""
+    output = tmp_path / "out"
+    shutil.copytree(demo[0] / "synthetic" / "ape", output / "synthetic" / "ape")
+    finished = output / "synthetic" / "ape" / "seed1"
+    args = [DEMO, "--output", output, *overrides(SCALED_DOWN), "--set", "grid=[{data: [synthetic], method: [ape]}]"]
+    train_log = (finished / "logs" / "train.log").read_text()
+    beam = ["--set", "evaluation.translate.beam_size=2"]
+    run([command("onmt-posenc"), "report", *args, *beam], cwd=REPO)
+    assert re.search(r"\| synthetic/ape/seed1 \| stale \|.* evaluated with other evaluation settings than",
+                     (output / "report.md").read_text())
+
+    again = run([command("onmt-posenc"), "run", *args, *beam], cwd=REPO, timeout=LONG)
+    assert ("[1/1 synthetic/ape/seed1] evaluated with other evaluation settings than the file's now: evaluated "
+            "again, no training") in again.stderr
+    assert "train step" not in again.stderr and (finished / "logs" / "train.log").read_text() == train_log
+    result = json.loads((finished / "result.json").read_text())
+    assert result["status"] == "finished" and result["evaluation"]["translate"]["beam_size"] == 2
+    assert "beam_size: 2" in (finished / "translate.yaml").read_text()
+    assert "| synthetic/ape/seed1 | finished |" in (output / "report.md").read_text()
+
+    for checkpoint in finished.glob("model_step_*.pt"):
+        checkpoint.unlink()
+    failed = run([command("onmt-posenc"), "run", *args], cwd=REPO, expect_ok=False)
+    assert (f"FAILED synthetic/ape/seed1: {finished} holds a run evaluated with other evaluation settings "
+            "(sets, translate, average_last or analyses) and not its last checkpoint") in failed.stderr
+    assert (finished / "result.json").is_file()
+
+
 def test_a_warm_started_run_waits_for_its_source_to_finish(tmp_path):
     """With shards, a warm-started run can come before its source has finished: it fails
     in one line naming the source, and trains nothing."""
@@ -596,7 +627,7 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     failed = re.search(rf"FAILED synthetic/broken/seed1: onmt_train exited with status 1: (.*); see {re.escape(str(log))}\n",
                        second.stderr)
     why = failed.group(1)  # the log's last error line
-    assert why.startswith("onmt.modules.embeddings.SequenceTooLongError: A training sequence of")
+    assert why.startswith("onmt_train: error: A training sequence of")  # one line, no traceback
     assert why.endswith("but randomized_max_position is 2: raise it, or filter long sentences (transform filtertoolong).")
     assert second.stderr.count(str(log)) == 2  # the run's FAILED line and the summary's, once each
     assert why in log.read_text()
@@ -814,7 +845,8 @@ def test_data_files_are_checked_before_the_first_run(tmp_path):
         (lambda: head(TOY_ENDE / "tgt-train.txt", tgt, 49),
          f"data.real.train: {src} has 50 lines but {tgt} has 49; {src}:50 has no partner line"),
         (test_tgt.unlink, f"data.real.eval.test: {test_tgt} does not exist"),
-        (lambda: test_src.write_text(""), f"data.real.eval.test: path_src {test_src} is empty"),
+        (lambda: test_src.write_text(""), f"data.real.eval.test: src {test_src} is empty"),
+        (lambda: test_tgt.write_text(""), f"data.real.eval.test: tgt {test_tgt} is empty"),  # the key of the file
         (not_utf8, f"data.real.train: {tgt}:7: not UTF-8 text (byte 0xe9: invalid continuation byte)"),
     ]
     files()

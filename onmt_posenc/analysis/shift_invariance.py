@@ -88,6 +88,10 @@ def add_arguments(parser):
 
 
 def main(args):
+    if len(set(args.offsets)) < 2:  # one offset has no pair to compare: the mean would be of nothing
+        print(f"onmt-posenc shift-invariance: error: argument --offsets: needs two or more different offsets, "
+              f"got {' '.join(map(str, args.offsets))}", file=sys.stderr)
+        return 2
     check_outputs(args, "plot", "json")
     src = models.read_tokens([args.src], args.max_sentences)[0]
     result = measure(models.load_model(args.model), src, args.offsets)

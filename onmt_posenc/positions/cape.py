@@ -133,11 +133,10 @@ class ContinuousAugmentedSinusoidalEncoding(PositionScheme, PositionalEncoding):
         for key, default in DEFAULTS.items():
             if getattr(opt, key, None) is None:
                 setattr(opt, key, default)
-        for key in ("cape_max_global_shift", "cape_max_local_shift"):
-            if getattr(opt, key) < 0:
-                raise ValueError(f"{key} must be >= 0, got {getattr(opt, key)}")
-        if opt.cape_max_global_scale < 1:
-            raise ValueError(f"cape_max_global_scale must be >= 1, got {opt.cape_max_global_scale}")
+        for key, least in (("cape_max_global_shift", 0), ("cape_max_local_shift", 0), ("cape_max_global_scale", 1)):
+            # `not >=`: nan compares false with everything and would train without augmentation
+            if not least <= getattr(opt, key) < math.inf:
+                raise ValueError(f"{key} must be a finite number >= {least}, got {getattr(opt, key)}")
 
     @classmethod
     def from_options(cls, dim, opt):

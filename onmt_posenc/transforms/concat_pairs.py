@@ -38,6 +38,7 @@ from array import array
 from onmt.transforms import TransformPipe, get_transforms_cls, make_transforms, register_transform
 from onmt.transforms.transform import Transform
 
+from onmt_posenc.arguments import one_token, positive_int
 from onmt_posenc.interpolate import DEFAULT_N, DEFAULT_SEP, join_segments
 
 NAME = "concat_pairs"
@@ -114,7 +115,7 @@ class ConcatPairsTransform(Transform):
         group.add(
             "--concat_n",
             "-concat_n",
-            type=int,
+            type=positive_int,
             default=DEFAULT_N,
             help="Number of adjacent pairs joined into one example (the last group of a corpus "
             "may be shorter).",
@@ -122,17 +123,13 @@ class ConcatPairsTransform(Transform):
         group.add(
             "--concat_sep",
             "-concat_sep",
-            type=str,
+            type=one_token,
             default=DEFAULT_SEP,
             help="Token put between the joined sentences; added to both vocabularies.",
         )
 
     @classmethod
     def _validate_options(cls, opts):
-        if opts.concat_n < 1:
-            raise ValueError(f"concat_n must be >= 1, got {opts.concat_n}")
-        if not opts.concat_sep or any(c.isspace() for c in opts.concat_sep):
-            raise ValueError(f"concat_sep must be one token without spaces, got {opts.concat_sep!r}")
         for cid, corpus in (getattr(opts, "data", None) or {}).items():  # onmt_translate has no data
             if NAME in corpus["transforms"] and (corpus.get("path_align") or opts.n_src_feats):
                 raise ValueError(f"corpus {cid}: concat_pairs joins plain text pairs only "
