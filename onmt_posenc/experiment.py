@@ -578,9 +578,12 @@ def folder_data(folder, interpolate=None, path=None):
     against `ref-val.txt` / `ref-test.txt` where the folder has them (raw text, as
     `onmt-posenc prepare` writes them), else against the target files."""
     folder = Path(folder).resolve()
+    where = f"{path}: " if path else ""
+    if not folder.is_dir():
+        raise ExperimentError(f"{where}data folder {folder} {'is a file' if folder.exists() else 'does not exist'}; "
+                              "name a folder in OpenNMT-py's layout, as `onmt-posenc prepare` writes it")
     missing = [name for name in FOLDER_FILES if not (folder / name).is_file()]
     if missing:
-        where = f"{path}: " if path else ""
         raise ExperimentError(f"{where}data folder {folder}: missing {', '.join(missing)}; it needs "
                               f"OpenNMT-py's layout ({', '.join(FOLDER_FILES)}), as `onmt-posenc prepare` writes it")
 
@@ -590,7 +593,12 @@ def folder_data(folder, interpolate=None, path=None):
             files["ref"] = str(folder / f"ref-{part}.txt")
         return files
 
-    valid, test = pair("val", lines=FOLDER_VALID_LINES), pair("test", lines=FOLDER_TEST_LINES)
+    def first(part, most):  # at most `most` lines: a shorter file is taken whole
+        with open(folder / f"src-{part}.txt", "rb") as f:
+            return min(most, sum(1 for _ in f))
+
+    valid = pair("val", lines=first("val", FOLDER_VALID_LINES))
+    test = pair("test", lines=first("test", FOLDER_TEST_LINES))
     return {"train": pair("train"), "valid": valid,
             "eval": {"valid": valid, "test": test, "concat": {**test, "join": interpolate or 2}}}
 

@@ -79,8 +79,11 @@ def _read_text(path):
     """The lines of a text file, gzipped or not, split on '\\n' only (as interpolate.read_lines);
     a file that is empty or not UTF-8 is a PrepareError naming it (and the line)."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (EOFError, gzip.BadGzipFile) as error:  # a download cut short, or not gzip at all
+        raise PrepareError(f"{path} is not a complete gzip file ({error})") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:

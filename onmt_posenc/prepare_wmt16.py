@@ -40,6 +40,7 @@ from pathlib import Path
 from onmt_posenc.arguments import positive_int
 from onmt_posenc.evaluate import DEV_YEARS, YEARS
 from onmt_posenc.interpolate import DEFAULT_N, DEFAULT_SEP, join_lines, read_lines, write_lines
+from onmt_posenc.preflight import scan_text
 from onmt_posenc.tokenization import learn_joint_bpe, tokenizer
 
 LANGS = ("en", "de")
@@ -117,7 +118,11 @@ def count_lines(path):
 
 
 def check_raw(raw_dir):
-    """Every raw file exists, and each pair of files has the same number of lines."""
+    """Every raw file exists, is UTF-8 and not empty (the tokenizers would fail on the
+    training files, or drop the bytes of a test file without a word), and each pair of
+    files has the same number of lines."""
+    if not raw_dir.is_dir():
+        raise PrepareError(f"{raw_dir} is not a folder (run `onmt-posenc prepare-wmt16 download {raw_dir}` first)")
     pairs = [("train", raw_dir / "train.en", raw_dir / "train.de")]
     pairs += [(f"newstest{y}", raw_dir / f"newstest{y}.en", raw_dir / f"newstest{y}.de") for y in YEARS]
     missing = [str(path) for _, en, de in pairs for path in (en, de) if not path.is_file()]
@@ -125,9 +130,16 @@ def check_raw(raw_dir):
         raise PrepareError("missing raw files (run `onmt-posenc prepare-wmt16 download` first):\n  "
                            + "\n  ".join(missing))
     for _, en, de in pairs:
-        n_en, n_de = count_lines(en), count_lines(de)
-        if n_en != n_de:
-            raise PrepareError(f"{en} has {n_en} lines but {de} has {n_de}")
+        counts = []
+        for path in (en, de):
+            lines, bad_line, reason = scan_text(path)
+            if bad_line is not None:
+                raise PrepareError(f"{path}:{bad_line}: not UTF-8 text ({reason})")
+            if lines == 0:
+                raise PrepareError(f"{path} is empty")
+            counts.append(lines)
+        if counts[0] != counts[1]:
+            raise PrepareError(f"{en} has {counts[0]} lines but {de} has {counts[1]}")
 
 
 def keep_pair(n_en, n_de):

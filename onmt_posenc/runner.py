@@ -481,6 +481,10 @@ def check_data_files(experiment, runs):
                         problem = re.sub(r"^path_tgt ", f"{other.removeprefix('path_')} ", problem)
                         problem = re.sub(r"^path_src ", "src ", problem)
                         raise experiments.ExperimentError(f"{experiment.path}: data.{label}.{name}: {problem}") from None
+            if pair.lines and preflight.scan_text(pair.src)[0] < pair.lines:  # "the first N lines" of fewer
+                raise experiments.ExperimentError(
+                    f"{experiment.path}: data.{label}.{name}.lines: {pair.lines}, but {pair.src} has "
+                    f"{preflight.scan_text(pair.src)[0]} lines; lower it, or leave it out for the whole file")
 
 
 def describe(setting):

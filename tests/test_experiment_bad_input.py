@@ -102,6 +102,8 @@ MISTAKES = [
                                          "'train_examples', 'eval_examples', 'max_sentences', 'max_train_length', "
                                          "'test_sentences', 'max_test_length', 'concat_sentences', 'object_rate', "
                                          "'adjective_rate', 'prepositional_rate']"),
+    (["data.toy.folder=nosuch"], "data folder {dir}/nosuch does not exist; name a folder in OpenNMT-py's layout, "
+                                 "as `onmt-posenc prepare` writes it"),
     # X4: the grid's own message, not the option parser's
     (["grid.seed=[true]"], "grid.seed: must be integers, got true"),
     (["grid.seed=[-1]"], "grid.seed: must be >= 0, got -1"),

@@ -59,7 +59,8 @@ def test_an_incomplete_copy_is_named(tmp_path):
     assert "missing train.de, val.en, val.de, test_2016_flickr.en, test_2016_flickr.de" in result.stderr
 
 
-@pytest.mark.parametrize("case", ["not utf-8", "empty", "bad archive", "out is a file", "merges 0"])
+@pytest.mark.parametrize("case", ["not utf-8", "empty", "bad archive", "truncated gzip", "out is a file",
+                                  "merges 0"])
 def test_bad_copies_and_options_are_named_before_anything_is_written(tmp_path, case):
     copy = tmp_path / "copy"
     copy.mkdir()
@@ -78,6 +79,10 @@ def test_bad_copies_and_options_are_named_before_anything_is_written(tmp_path, c
         source = tmp_path / "multi30k.tar.gz"
         source.write_bytes(b"\x1f\x8b not really gzip")
         expected = f"--from {source}: not a folder nor a readable .tar.gz archive"
+    elif case == "truncated gzip":  # a download cut short
+        (copy / "train.en").unlink()
+        (copy / "train.en.gz").write_bytes(gzip.compress((MULTI30K / "train.en").read_bytes())[:500])
+        expected = f"{copy / 'train.en.gz'} is not a complete gzip file (Compressed file ended before"
     elif case == "out is a file":
         out.write_text("")
         expected = f"{out} exists and is not a folder"

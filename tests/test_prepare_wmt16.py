@@ -1,6 +1,7 @@
 """WMT16 preparation (every step after the download) and the data-setting recipes, on real
 Multi30k and toy-ende text standing in for the WMT16 files."""
 import math
+import shutil
 import tarfile
 
 import onmt  # noqa: F401  (activates the extension in this process too)
@@ -184,3 +185,24 @@ def test_download_concatenates_the_three_corpora(tmp_path):
     for lang in ("en", "de"):
         assert (tmp_path / f"train.{lang}").read_bytes() == expected[lang]
         assert len(read_lines(tmp_path / f"train.{lang}")) == 15
+
+
+@pytest.mark.parametrize("name, damage, message", [
+    ("train.en", lambda p: p.write_bytes(p.read_bytes().replace(b"a", "\xe9".encode("latin-1"), 1)),
+     "{path}:1: not UTF-8 text"),
+    # the BPE tokenizer would drop the byte without a word
+    ("newstest2014.en", lambda p: p.write_bytes(p.read_bytes().replace(b"a", "\xe9".encode("latin-1"), 1)),
+     "{path}:1: not UTF-8 text"),
+    ("train.de", lambda p: p.write_bytes(b""), "{path} is empty"),
+])
+def test_build_names_a_raw_file_it_cannot_use_before_writing(raw, tmp_path, name, damage, message):
+    copy = tmp_path / "raw"
+    shutil.copytree(raw, copy)
+    damage(copy / name)
+    result = run([command("onmt-posenc"), "prepare-wmt16", "build", copy, tmp_path / "out"], expect_ok=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"onmt-posenc prepare-wmt16: error: {message.format(path=copy / name)}" in result.stderr
+    assert not (tmp_path / "out").exists()
+    missing = run([command("onmt-posenc"), "prepare-wmt16", "build", tmp_path / "nothing", tmp_path / "out"],
+                  expect_ok=False)
+    assert f"error: {tmp_path / 'nothing'} is not a folder" in missing.stderr

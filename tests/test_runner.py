@@ -348,6 +348,10 @@ def test_shipped_experiments_name_known_options_and_existing_files(tmp_path, nam
 def test_data_folder_gives_every_data_setting_its_files(tmp_path):
     multi30k = REPO / "recipes" / "experiments" / "multi30k.yaml"
     folder = tmp_path / "m30k"
+    with pytest.raises(experiments.ExperimentError, match=f"data folder {folder} does not exist") as error:
+        experiments.load(multi30k, data_folder=folder)
+    assert "onmt-posenc prepare" in str(error.value)
+    folder.mkdir()
     with pytest.raises(experiments.ExperimentError, match="missing src-train.txt") as error:
         experiments.load(multi30k, data_folder=folder)
     assert "onmt-posenc prepare" in str(error.value)
@@ -847,6 +851,10 @@ def test_data_files_are_checked_before_the_first_run(tmp_path):
         (test_tgt.unlink, f"data.real.eval.test: {test_tgt} does not exist"),
         (lambda: test_src.write_text(""), f"data.real.eval.test: src {test_src} is empty"),
         (lambda: test_tgt.write_text(""), f"data.real.eval.test: tgt {test_tgt} is empty"),  # the key of the file
+        (lambda: write_yaml(path, {**yaml.safe_load(path.read_text()), "data": {"real": {
+            "train": {"src": str(src), "tgt": str(tgt)},
+            "eval": {"test": {"src": str(test_src), "tgt": str(test_tgt), "lines": 30}}}}}),
+         f"data.real.eval.test.lines: 30, but {test_src} has 20 lines; lower it, or leave it out for the whole file"),
         (not_utf8, f"data.real.train: {tgt}:7: not UTF-8 text (byte 0xe9: invalid continuation byte)"),
     ]
     files()
