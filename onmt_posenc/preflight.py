@@ -78,13 +78,13 @@ def check_corpora(data, opt=None):
             check_concat_pairs(name, corpus, getattr(opt, "concat_sep", None))
 
 
-def check_corpus_text(name, corpus):
+def check_corpus_text(name, corpus, keys=("path_src", "path_tgt")):
     """OpenNMT-py reads corpora as UTF-8 (a bad byte ends it in a traceback, from a
     data worker), counts no lines (an empty corpus gives an empty vocabulary, then an
     IndexError in training) and pairs lines silently (a shorter target drops the rest
-    of the source)."""
+    of the source). `keys`: the corpus's source and target keys, as its file names them."""
     counts = {}
-    for key in ("path_src", "path_tgt"):
+    for key in keys:
         path = corpus.get(key)
         if path is None:
             continue
@@ -94,12 +94,13 @@ def check_corpus_text(name, corpus):
         if lines == 0:
             raise PreflightError(f"corpus '{name}': {key} {path} is empty")
         counts[key] = (path, lines)
-    if len(counts) == 2 and counts["path_src"][1] != counts["path_tgt"][1]:
-        (src, n_src), (tgt, n_tgt) = counts["path_src"], counts["path_tgt"]
-        longer = src if n_src > n_tgt else tgt
-        # concat_pairs' wording (onmt_posenc/transforms/concat_pairs.py), for every corpus
-        raise PreflightError(f"corpus '{name}': {src} has {n_src} lines but {tgt} has {n_tgt}; "
-                             f"{longer}:{min(n_src, n_tgt) + 1} has no partner line")
+    if len(counts) == 2:
+        (src, n_src), (tgt, n_tgt) = counts.values()
+        if n_src != n_tgt:
+            longer = src if n_src > n_tgt else tgt
+            # concat_pairs' wording (onmt_posenc/transforms/concat_pairs.py), for every corpus
+            raise PreflightError(f"corpus '{name}': {src} has {n_src} lines but {tgt} has {n_tgt}; "
+                                 f"{longer}:{min(n_src, n_tgt) + 1} has no partner line")
 
 
 def check_concat_pairs(name, corpus, sep):

@@ -19,7 +19,6 @@ runs and retries the rest, so an interruption loses no finished run.
 """
 import os
 import platform
-import re
 import shutil
 import signal
 import statistics
@@ -466,25 +465,23 @@ def check_data_files(experiment, runs):
         for name, pair in pairs.items():
             if pair is None:
                 continue
-            files = {"path_src": pair.src, "path_tgt": pair.tgt, **({"path_ref": pair.ref} if pair.ref else {})}
+            files = {"src": pair.src, "tgt": pair.tgt, **({"ref": pair.ref} if pair.ref else {})}
             for key, path in files.items():
                 if not path.is_file():
                     what = "is a folder, not a file" if path.is_dir() else "does not exist"
                     raise experiments.ExperimentError(f"{experiment.path}: data.{label}.{name}: {path} {what}")
-            for other in ("path_tgt", "path_ref"):
+            for other in ("tgt", "ref"):  # the reference is checked as the target of the pair
                 if other in files:
                     try:
-                        preflight.check_corpus_text(name, {"path_src": files["path_src"], "path_tgt": files[other]})
+                        preflight.check_corpus_text(name, files, keys=("src", other))
                     except preflight.PreflightError as error:
                         problem = str(error).removeprefix(f"corpus '{name}': ")
-                        # the file's own key (ref is checked as the target of the pair)
-                        problem = re.sub(r"^path_tgt ", f"{other.removeprefix('path_')} ", problem)
-                        problem = re.sub(r"^path_src ", "src ", problem)
                         raise experiments.ExperimentError(f"{experiment.path}: data.{label}.{name}: {problem}") from None
-            if pair.lines and preflight.scan_text(pair.src)[0] < pair.lines:  # "the first N lines" of fewer
+            lines = preflight.scan_text(pair.src)[0]
+            if pair.lines and lines < pair.lines:  # "the first N lines" of fewer
                 raise experiments.ExperimentError(
-                    f"{experiment.path}: data.{label}.{name}.lines: {pair.lines}, but {pair.src} has "
-                    f"{preflight.scan_text(pair.src)[0]} lines; lower it, or leave it out for the whole file")
+                    f"{experiment.path}: data.{label}.{name}.lines: {pair.lines}, but {pair.src} has {lines} lines; "
+                    "lower it, or leave it out for the whole file")
 
 
 def describe(setting):
