@@ -45,7 +45,7 @@ TRAINED = {
     # One model for the two, to save a training: randomized positions in the encoder
     # (L = 64 >= the longest training sequence, 16 tokens), CAPE in the decoder.
     "randomized_cape": {"src_position_encoding": "randomized", "tgt_position_encoding": "cape",
-                        "randomized_max_position": 64},
+                        "randomized_max_position": 64, "randomized_eval_length": 31},
     "shaw_shared": {"max_relative_positions": 16},
     "shaw_separate": {"max_relative_positions": 16, "relative_values": "separate"},
     # OpenNMT-py's defaults: rotary_interleave off (a store_true flag), theta 10000, the whole head.
@@ -345,7 +345,7 @@ def test_shape_offset_changes_translations(onmt_translations):
         ("shape_offset_0", "tgt", 0),
         ("per_side", "src", 0),
         ("per_side", "tgt", None),
-        ("randomized_cape", "src", 0),
+        ("randomized_cape", "src", "spread"),
         ("randomized_cape", "tgt", 0),
         ("shaw_shared", "src", None),
         ("rotary", "tgt", None),
@@ -355,13 +355,17 @@ def test_shape_offset_changes_translations(onmt_translations):
 def test_exported_position_term_is_onmt_sinusoid_from_the_offset(checkpoints, name, side, first_row):
     """What the export writes for a side against OpenNMT-py's own sinusoid table
     (5000 rows, K more for SHAPE): the rows from the inference offset on, with
-    OpenNMT-py's scale sqrt(d) = 8; or, for a side without absolute positions
+    OpenNMT-py's scale sqrt(d) = 8; randomized positions' evaluation rows
+    ("spread"); or, for a side without absolute positions
     (None), a table of zeros as long as OpenNMT-py's and no scale (1), as
     OpenNMT-py embeds a side without a position module."""
     checkpoint = torch.load(checkpoints[name])
     term = export.position_term(export.model_options(checkpoint["opt"]), checkpoint["model"], side)
     if first_row is None:
         expected = torch.zeros(5000, 64)
+    elif first_row == "spread":  # randomized positions, L = 64, M = 31: token i at round((i+1) 65/32) - 1
+        rows = [(2 * k * 65 + 32) // 64 - 1 for k in range(1, 5000)]
+        expected = PositionalEncoding(64, "SinusoidalInterleaved").pe[[row for row in rows if row < 5000], 0]
     else:
         rows = 5000 + (SHAPE_K if name.startswith("shape") else 0)
         expected = PositionalEncoding(64, "SinusoidalInterleaved", max_len=rows).pe[first_row:, 0]

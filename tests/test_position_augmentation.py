@@ -3,6 +3,7 @@ their sampling rules, the settings that are APE bit for bit, incremental decodin
 and a tiny model of each through the stock onmt_train / onmt_translate."""
 import itertools
 import math
+from fractions import Fraction
 
 import onmt  # noqa: F401  (activates the extension)
 import pytest
@@ -30,8 +31,14 @@ def same_draws_as_forward(module, emb, seed):
 # Randomized positions
 
 
+def randomized(max_position, eval_length=None, **kwargs):
+    """Randomized positions; M = L (evaluation at 0..n-1) unless eval_length is given."""
+    return RandomizedSinusoidalEncoding(DIM, kwargs.pop("enc_type", "SinusoidalInterleaved"), max_position=max_position,
+                                        eval_length=eval_length or max_position, **kwargs)  # fmt: skip
+
+
 def test_randomized_positions_sorted_distinct_within_range_per_sequence():
-    module = RandomizedSinusoidalEncoding(DIM, "SinusoidalInterleaved", max_position=64).train()
+    module = randomized(64).train()
     emb = torch.randn(32, 20, DIM)
     out, positions = same_draws_as_forward(module, emb, seed=0)
     assert torch.equal(out, emb * math.sqrt(DIM) + module.pe[positions, 0])
@@ -43,7 +50,7 @@ def test_randomized_positions_sorted_distinct_within_range_per_sequence():
 
 
 def test_randomized_per_batch_draw_is_shared():
-    module = RandomizedSinusoidalEncoding(DIM, "SinusoidalInterleaved", max_position=64, draw="batch").train()
+    module = randomized(64, draw="batch").train()
     emb = torch.randn(8, 10, DIM)
     out, positions = same_draws_as_forward(module, emb, seed=1)
     assert torch.equal(out, emb * math.sqrt(DIM) + module.pe[positions, 0])
@@ -56,7 +63,7 @@ def test_randomized_per_batch_draw_is_shared():
 def test_randomized_subsets_uniform(draw):
     """Every 3-subset of {0..5} equally likely (20 of them)."""
     torch.manual_seed(2)
-    module = RandomizedSinusoidalEncoding(DIM, "SinusoidalInterleaved", max_position=6, draw=draw).train()
+    module = randomized(6, draw=draw).train()
     subsets = list(itertools.combinations(range(6), 3))
     rows = [module.positions(50, 3, "cpu")[0 if draw == "batch" else slice(None)] for _ in range(200)]
     draws = torch.cat([r.reshape(-1, 3) for r in rows]).tolist()
@@ -68,7 +75,7 @@ def test_randomized_subsets_uniform(draw):
 
 
 def test_randomized_longer_than_range_refused_in_training_only():
-    module = RandomizedSinusoidalEncoding(DIM, "SinusoidalInterleaved", max_position=10).train()
+    module = randomized(10).train()
     module(torch.zeros(2, 10, DIM))
     with pytest.raises(SequenceTooLongError, match="randomized_max_position is 10"):
         module(torch.zeros(2, 11, DIM))
@@ -76,16 +83,44 @@ def test_randomized_longer_than_range_refused_in_training_only():
 
 
 def test_randomized_table_grows_with_range():
-    assert RandomizedSinusoidalEncoding(DIM, "SinusoidalInterleaved", max_position=2048).pe.shape[0] == 5000
-    big = RandomizedSinusoidalEncoding(DIM, "SinusoidalInterleaved", max_position=6000)
+    assert randomized(2048).pe.shape[0] == 5000
+    big = randomized(6000)
     assert big.pe.shape[0] == 6000
     assert torch.equal(big.pe, PositionalEncoding(DIM, "SinusoidalInterleaved", max_len=6000).pe)
 
 
 def test_randomized_range_equal_to_length_is_ape():
     emb = torch.randn(4, 12, DIM)
-    module = RandomizedSinusoidalEncoding(DIM, "SinusoidalInterleaved", max_position=12).train()
+    module = randomized(12).train()
     assert torch.equal(module(emb), PositionalEncoding(DIM, "SinusoidalInterleaved")(emb))
+
+
+@pytest.mark.parametrize("length, eval_length", [(48, 48), (26, 26), (12, 48)])
+def test_randomized_evaluation_is_mean_of_training_draw(length, eval_length):
+    """Evaluation puts token i where a training draw of M tokens puts it on
+    average: round((i+1)(L+1)/(M+1)) - 1, checked against the exact formula and
+    against the mean of 4,000 draws (each position's sd is below L/2, so the mean
+    of 4,000 is within 4 sd = 2 of its expectation)."""
+    module = randomized(256, eval_length=eval_length)
+    expected = [int(Fraction((i + 1) * 257, eval_length + 1) + Fraction(1, 2)) - 1 for i in range(length)]
+    emb = torch.randn(3, length, DIM)
+    out = module.eval()(emb)
+    assert torch.equal(out, emb * math.sqrt(DIM) + module.pe[expected, 0].expand(3, length, DIM))
+    torch.manual_seed(3)
+    draws = module.train().positions(4000, eval_length, "cpu")[:, :length].double().mean(dim=0)
+    assert (draws - torch.tensor(expected, dtype=torch.double)).abs().max() < 2.5
+    assert expected[-1] <= 255 and (length < eval_length or expected[-1] >= 255 - 257 / (eval_length + 1))
+
+
+def test_randomized_evaluation_past_the_table_refused():
+    """L = 6000, M = 5: tokens 1..5 sit at 999..4999 (rows 5000..6000 exist), a sixth would need row 5999+1000."""
+    module = randomized(6000, eval_length=5).eval()
+    assert module.evaluation_length() == 5
+    module(torch.zeros(1, 5, DIM))
+    with pytest.raises(SequenceTooLongError, match="randomized_eval_length 5 reach 5 positions"):
+        module(torch.zeros(1, 6, DIM))
+    with pytest.raises(SequenceTooLongError):
+        module(torch.zeros(1, 1, DIM), step=5)
 
 
 # CAPE
@@ -169,8 +204,8 @@ def test_cape_has_ape_state_dict():
 
 
 MODULES = {
-    "randomized": lambda enc_type: RandomizedSinusoidalEncoding(DIM, enc_type, max_position=2048),
-    "randomized_batch": lambda enc_type: RandomizedSinusoidalEncoding(DIM, enc_type, max_position=2048, draw="batch"),
+    "randomized": lambda enc_type: randomized(2048, enc_type=enc_type),
+    "randomized_batch": lambda enc_type: randomized(2048, enc_type=enc_type, draw="batch"),
     "cape": lambda enc_type: ContinuousAugmentedSinusoidalEncoding(DIM, enc_type),
 }
 
@@ -191,6 +226,14 @@ def test_eval_is_ape_and_stepwise_is_full_forward(name, enc_type):
     assert torch.equal(module(emb[:, :1], step=3), stock(emb[:, :1], step=3))
 
 
+def test_randomized_spread_evaluation_stepwise_is_full_forward():
+    emb = torch.randn(5, 30, DIM)
+    module = randomized(256, eval_length=20).eval()
+    steps = torch.cat([module(emb[:, i : i + 1], step=i) for i in range(30)], dim=1)
+    assert torch.equal(steps, module(emb))
+    assert not torch.equal(module(emb), PositionalEncoding(DIM, "SinusoidalInterleaved")(emb))
+
+
 # Options
 
 
@@ -205,9 +248,9 @@ def parse_model_options(*args):
 
 def test_option_defaults():
     opt = parse_model_options("-src_position_encoding", "randomized", "-tgt_position_encoding", "cape",
-                              "-randomized_max_position", "512")  # fmt: skip
+                              "-randomized_max_position", "512", "-randomized_eval_length", "64")  # fmt: skip
     assert (opt.src_position_encoding, opt.tgt_position_encoding) == ("randomized", "cape")
-    assert (opt.randomized_max_position, opt.randomized_draw) == (512, "sequence")
+    assert (opt.randomized_max_position, opt.randomized_eval_length, opt.randomized_draw) == (512, 64, "sequence")
     assert (opt.cape_max_global_shift, opt.cape_max_local_shift, opt.cape_max_global_scale) == (5.0, 0.5, 1.03)
     # Resolving again (every checkpoint load does) changes nothing.
     assert vars(options.resolve_position_options(opt)) == vars(opt)
@@ -220,6 +263,12 @@ def test_option_defaults():
     [
         (["-src_position_encoding", "randomized"], "needs randomized_max_position"),
         (["-src_position_encoding", "randomized", "-randomized_max_position", "0"], "must be >= 1, got 0"),
+        (["-src_position_encoding", "randomized", "-randomized_max_position", "64"], "needs randomized_eval_length"),
+        (["-src_position_encoding", "randomized", "-randomized_max_position", "64", "-randomized_eval_length", "65"],
+         "randomized_eval_length must be between 1 and randomized_max_position \\(64\\), got 65"),
+        (["-src_position_encoding", "randomized", "-randomized_max_position", "64", "-randomized_eval_length", "0"],
+         "got 0"),
+        (["-randomized_eval_length", "64"], "neither src_position_encoding nor tgt_position_encoding is 'randomized'"),
         (["-randomized_max_position", "64"], "neither src_position_encoding nor tgt_position_encoding is 'randomized'"),
         (["-randomized_draw", "batch"], "randomized_draw is set"),
         (["-cape_max_local_shift", "0.3"], "neither src_position_encoding nor tgt_position_encoding is 'cape'"),
@@ -241,7 +290,7 @@ def test_inconsistent_options_refused(args, message):
 
 METHODS = {
     "randomized": {"src_position_encoding": "randomized", "tgt_position_encoding": "randomized",
-                   "randomized_max_position": 256},
+                   "randomized_max_position": 256, "randomized_eval_length": 256},
     "cape": {"src_position_encoding": "cape", "tgt_position_encoding": "cape"},
 }  # fmt: skip
 STEPS = 6

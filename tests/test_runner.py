@@ -326,9 +326,17 @@ def test_shards_split_the_runs_without_overlap(tmp_path):
 
 
 @pytest.mark.parametrize("name, corpus, local_copy", [("demo.yaml", None, None), ("toy_ende.yaml", "toy-ende", TOY_ENDE),
-                                                    ("multi30k.yaml", "multi30k", MULTI30K)])
+                                                    ("multi30k.yaml", "multi30k", MULTI30K),
+                                                    ("positions.yaml", None, None)])
 def test_shipped_experiments_name_known_options_and_existing_files(tmp_path, name, corpus, local_copy):
-    """Each shipped experiment loads on the data its own `prepare` command makes (from a local copy here)."""
+    """Each shipped experiment loads on the data its own `prepare` command makes (from a local copy here),
+    and every run's model options pass the checks onmt_train makes."""
+    import copy
+
+    from onmt import opts
+    from onmt.utils.parse import ArgumentParser
+
+    from onmt_posenc import preflight
     from onmt_posenc.strict_config import known_option_names
 
     folder = None
@@ -336,8 +344,14 @@ def test_shipped_experiments_name_known_options_and_existing_files(tmp_path, nam
         folder = tmp_path / corpus
         run([command("onmt-posenc"), "prepare", corpus, folder, "--from", local_copy])
     loaded = experiments.load(REPO / "recipes" / "experiments" / name, data_folder=folder)
+    parser = ArgumentParser()
+    opts.model_opts(parser)
+    defaults = parser.parse_args([])
     for each in loaded.runs:
         assert set(each.config) <= known_option_names(), each.id
+        model_opt = copy.copy(defaults)
+        vars(model_opt).update(each.config)
+        preflight.check_model_options(model_opt)
     assert set(loaded.translate) <= known_option_names()
     for setting in loaded.data.values():
         for pair in [setting.train, setting.valid, *setting.eval_sets.values()]:
@@ -619,7 +633,7 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     mapping["recipe"] = str(DEMO.parent / mapping["recipe"])
     # passes the option checks; its first training batch needs more than 2 positions
     mapping["methods"]["broken"] = {"src_position_encoding": "randomized", "tgt_position_encoding": "randomized",
-                                    "randomized_max_position": 2}
+                                    "randomized_max_position": 2, "randomized_eval_length": 2}
     mapping["grid"]["method"] = ["ape", "broken"]
     path = write_yaml(tmp_path / "demo_broken.yaml", mapping)
     args = [command("onmt-posenc"), "run", path, "--output", output, *overrides(SCALED_DOWN)]

@@ -19,23 +19,50 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     draw="batch": one subset per forward pass, shared by the batch (the authors'
     code). The source and target embeddings are two modules, so two draws.
 
-    Departures. (1) Evaluation and incremental decoding (`step` given) use plain
-    positions 0..n-1: the authors sample at test time too, but a decoder that
-    emits one token at a time cannot draw a sorted n-subset before it knows n.
-    Evaluation is therefore APE bit for bit. (2) The module sees the padded length
-    n, not each sentence's length m: a shorter sentence takes the first m of its
-    n sorted positions, still a sorted subset of {0..L-1}, but drawn from the
-    lower part of the range (about the first m/n of it).
-    L must be >= the longest training sequence; L = n gives 0..n-1, APE.
+    Evaluation and incremental decoding (`step` given) use fixed positions, the
+    mean of the training draw for a sequence of M tokens (M = eval_length):
+    the k-th smallest of a uniform M-subset of {0..L-1} has mean
+    k(L+1)/(M+1) - 1, so token i (0-based) sits at round((i+1)(L+1)/(M+1)) - 1,
+    evenly spread over 0..L-1 as a training sequence of M tokens is; tokens past
+    the M-th go on at the same spacing, past L-1. Set M to the longest training
+    sequence: its spacing, (L+1)/(M+1), is the smallest that training shows
+    often. (Measured on the synthetic EXTRAPOLATE task, L = 256: M = 26, the
+    longest training sequence, 81.8 test BLEU; M = 48, the longest test sequence,
+    66.2; M = L, 9.7. See docs/results.md.)
+
+    Departures. (1) The authors draw at test time too, but a decoder that emits
+    one token at a time cannot draw a sorted n-subset before it knows n, so
+    evaluation uses one fixed position per index, the same for both sides and for
+    every length: a fixed table, as CTranslate2 needs. M = L gives 0..n-1, APE's
+    positions, all in the first few rows a training sequence uses.
+    (2) The module sees the padded length n, not each sentence's length m: a
+    shorter sentence takes the first m of its n sorted positions, still a sorted
+    subset of {0..L-1}, but drawn from the lower part of the range (about the
+    first m/n of it); in evaluation a shorter sentence likewise takes the first m
+    rows. L = M = n gives 0..n-1 in training and evaluation, APE bit for bit.
     """
 
-    option_names = ("randomized_max_position", "randomized_draw")
+    option_names = ("randomized_max_position", "randomized_eval_length", "randomized_draw")
 
-    def __init__(self, dim, enc_type, max_position, draw="sequence", max_len=ONMT_TABLE_ROWS):
-        # Every training position is a row below L; evaluation reads rows 0..n-1.
+    def __init__(self, dim, enc_type, max_position, eval_length, draw="sequence", max_len=ONMT_TABLE_ROWS):
+        # Every training position is a row below L.
         super().__init__(dim, enc_type, max_len=max(max_len, max_position))
         self.max_position = max_position
+        self.eval_length = eval_length
         self.draw = draw
+        # Evaluation reads row round(k(L+1)/(M+1)) - 1 for token k = 1, 2, ...: the
+        # tokens whose row is in the table.
+        rows = self.pe.size(0)
+        self.evaluation_tokens = int((self.evaluation_rows(0, rows, "cpu") < rows).sum())
+
+    def evaluation_rows(self, first, length, device):
+        """The rows of tokens first+1..first+length in evaluation, in integer
+        arithmetic (exact; k - 1 when M = L)."""
+        k = torch.arange(first + 1, first + length + 1, device=device)
+        return (2 * k * (self.max_position + 1) + self.eval_length + 1) // (2 * (self.eval_length + 1)) - 1
+
+    def evaluation_length(self):
+        return self.evaluation_tokens
 
     def positions(self, batch, length, device):
         """Sorted random n-subsets of {0..L-1}, (batch, length): the indices of
@@ -47,9 +74,16 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
         return chosen.sort(dim=1).values.expand(batch, length)
 
     def forward(self, emb, step=None):
-        if not self.training or step is not None:
-            return super().forward(emb, step)
         batch, length, _ = emb.shape
+        if not self.training or step is not None:
+            first = step or 0
+            if first + length > self.evaluation_length():
+                raise SequenceTooLongError(
+                    f"Position {first + length} needed but randomized positions with L = "
+                    f"{self.max_position} and randomized_eval_length {self.eval_length} reach "
+                    f"{self.evaluation_length()} positions in evaluation."
+                )
+            return self.embed_at(emb, self.evaluation_rows(first, length, emb.device).expand(batch, length))
         if length > self.max_position:
             raise SequenceTooLongError(
                 f"A training sequence of {length} tokens needs {length} distinct positions "
@@ -67,8 +101,18 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
             default=None,
             help="L of randomized positions (Ruoss et al. 2023; src/tgt_position_encoding "
             "randomized): in training a sequence of n tokens is embedded at a sorted random "
-            "subset of n positions from 0..L-1; validation and translation use 0..n-1. Must be "
-            ">= the longest training sequence (the paper: L = 2048 for lengths up to 40).",
+            "subset of n positions from 0..L-1. Must be >= the longest training sequence "
+            "(the paper: L = 2048 for lengths up to 40).",
+        )
+        group.add(
+            "--randomized_eval_length",
+            "-randomized_eval_length",
+            type=int,
+            default=None,
+            help="M of randomized positions: validation and translation embed token i at "
+            "round((i+1)(L+1)/(M+1)) - 1, the mean training positions of a sequence of M "
+            "tokens, spread over 0..L-1. Set it to the longest training sequence, tokens "
+            "included (1 <= M <= L; M = L gives 0..n-1, far outside what training shows).",
         )
         group.add(
             "--randomized_draw",
@@ -88,10 +132,21 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
             raise ValueError("src/tgt_position_encoding 'randomized' needs randomized_max_position (L)")
         if opt.randomized_max_position < 1:
             raise ValueError(f"randomized_max_position must be >= 1, got {opt.randomized_max_position}")
+        if getattr(opt, "randomized_eval_length", None) is None:
+            raise ValueError(
+                "src/tgt_position_encoding 'randomized' needs randomized_eval_length (M), the "
+                "longest training sequence: evaluation spreads positions as a training draw of M "
+                "tokens does"
+            )
+        if not 1 <= opt.randomized_eval_length <= opt.randomized_max_position:
+            raise ValueError(
+                f"randomized_eval_length must be between 1 and randomized_max_position "
+                f"({opt.randomized_max_position}), got {opt.randomized_eval_length}"
+            )
         if getattr(opt, "randomized_draw", None) is None:
             opt.randomized_draw = "sequence"
 
     @classmethod
     def from_options(cls, dim, opt):
         return cls(dim, opt.position_encoding_type, max_position=opt.randomized_max_position,
-                   draw=opt.randomized_draw)
+                   eval_length=opt.randomized_eval_length, draw=opt.randomized_draw)
