@@ -11,7 +11,7 @@ that module is imported) wraps four of its functions so that they export what
   (the one `onmt_translate` builds, with the checkpoint's buffers) in evaluation
   mode, so every scheme exports as it translates: APE, and perSPE and CAPE
   (augmentations in training only), as their sinusoid table, randomized
-  positions as its evaluation rows of the table, SHAPE as rows offset.. of its table (Kiyono et al. 2021 with the released
+  positions as the sinusoids of its evaluation positions, SHAPE as rows offset.. of its table (Kiyono et al. 2021 with the released
   code's inference offset; K = 0 is APE), and 'none' as a table of zeros
   (CTranslate2 would otherwise generate sinusoids for a side without a table)
   with scale 1: OpenNMT-py scales by sqrt(d) inside its
@@ -156,7 +156,11 @@ def position_term(model_opt, variables, side):
     module = _position_module(model_opt, variables, side, dim)
     if module is None:  # the word embedding alone: scale 1, no position term
         return PositionTerm(1.0, torch.zeros(ONMT_TABLE_ROWS, dim))
-    positions = module.evaluation_length()
+    if hasattr(module, "pe"):
+        # SHAPE reads rows offset.. of its table, so that many fewer positions fit.
+        positions = module.pe.size(0) - getattr(module, "inference_offset", 0)
+    else:  # no table: as many positions as OpenNMT-py's sinusoid table has
+        positions = ONMT_TABLE_ROWS
     # In float64 the probe's own rounding, (1 * scale + pe) - pe, stays far
     # below float32's resolution.
     module.double()

@@ -7,6 +7,10 @@ exactly the position scheme a model was trained with.
 RELATIVE_VALUES_CHOICES = ("shared", "separate")
 
 
+class ModelOptionsError(ValueError):
+    """A model's options (from a checkpoint, at load) that the extension refuses."""
+
+
 def attention_scheme(relative_positions_buckets, max_relative_positions, relative_attention):
     """The self-attention variant a model's options choose (a name in onmt_posenc.attention):
     T5 buckets first (as in OpenNMT-py), then max_relative_positions 0 / -1 / -2, else our

@@ -238,9 +238,14 @@ def _validate_options():
     @classmethod
     @functools.wraps(stock_validate)
     def validate_model_opts(cls, model_opt):
-        # Ours first: they say more clearly what the stock checks also refuse.
-        options.resolve_position_options(model_opt)
-        options.resolve_attention_options(model_opt)
+        # Ours first: they say more clearly what the stock checks also refuse. onmt_train
+        # and the runner check the options before (naming file and line); what fails here
+        # otherwise comes from a checkpoint being loaded, and ends in one line.
+        try:
+            options.resolve_position_options(model_opt)
+            options.resolve_attention_options(model_opt)
+        except ValueError as error:
+            raise options.ModelOptionsError(str(error)) from None
         stock_validate(cls, model_opt)
 
     ArgumentParser.validate_model_opts = validate_model_opts
@@ -434,8 +439,10 @@ def _errors_in_one_line():
 
     # SequenceTooLongError: a sentence longer than a position table (randomized positions' L
     # included); PhraseBoundariesMissingError: perSPE without its phrase files, at update 1
+    # ModelOptionsError: a checkpoint whose options the extension refuses (made before an option existed)
     one_line = (checkpoints.CheckpointError, checkpoints.UnsafeCheckpointError, ConcatPairsError, PhraseFileError,
-                NotExportableError, CTranslate2TooOldError, SequenceTooLongError, PhraseBoundariesMissingError)
+                NotExportableError, CTranslate2TooOldError, SequenceTooLongError, PhraseBoundariesMissingError,
+                options.ModelOptionsError)
     stock_excepthook = sys.excepthook
 
     def excepthook(kind, error, traceback):

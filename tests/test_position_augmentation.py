@@ -99,8 +99,9 @@ def test_randomized_range_equal_to_length_is_ape():
 def test_randomized_evaluation_is_mean_of_training_draw(length, eval_length):
     """Evaluation puts token i where a training draw of M tokens puts it on
     average: round((i+1)(L+1)/(M+1)) - 1, checked against the exact formula and
-    against the mean of 4,000 draws (each position's sd is below L/2, so the mean
-    of 4,000 is within 4 sd = 2 of its expectation)."""
+    against the mean of 4,000 draws (a position's sd is at most L / (2 sqrt(M+2)),
+    below 25 here, so its mean over 4,000 draws has sd below 0.4: 2.5 leaves over
+    5 sd beside the rounding)."""
     module = randomized(256, eval_length=eval_length)
     expected = [int(Fraction((i + 1) * 257, eval_length + 1) + Fraction(1, 2)) - 1 for i in range(length)]
     emb = torch.randn(3, length, DIM)
@@ -112,15 +113,20 @@ def test_randomized_evaluation_is_mean_of_training_draw(length, eval_length):
     assert expected[-1] <= 255 and (length < eval_length or expected[-1] >= 255 - 257 / (eval_length + 1))
 
 
-def test_randomized_evaluation_past_the_table_refused():
-    """L = 6000, M = 5: tokens 1..5 sit at 999..4999 (rows 5000..6000 exist), a sixth would need row 5999+1000."""
-    module = randomized(6000, eval_length=5).eval()
-    assert module.evaluation_length() == 5
-    module(torch.zeros(1, 5, DIM))
-    with pytest.raises(SequenceTooLongError, match="randomized_eval_length 5 reach 5 positions"):
-        module(torch.zeros(1, 6, DIM))
+def test_randomized_evaluation_past_the_table():
+    """L = 256, M = 16: token i at round((i+1) 257/17) - 1, past the table's 5000 rows from
+    token 331 on: the sinusoids there are OpenNMT-py's formula; as many tokens as APE."""
+    module = randomized(256, eval_length=16).eval()
+    rows = [(2 * k * 257 + 17) // 34 - 1 for k in range(1, 401)]
+    assert rows[329] < 5000 <= rows[330]
+    emb = torch.randn(2, 400, DIM)
+    wide = PositionalEncoding(DIM, "SinusoidalInterleaved", max_len=rows[-1] + 1).pe[:, 0]
+    assert torch.equal(module(emb), emb * math.sqrt(DIM) + wide[rows].expand(2, 400, DIM))
+    module(torch.zeros(1, 1, DIM), step=4999)
+    with pytest.raises(SequenceTooLongError, match="randomized positions evaluate at most 5000 tokens"):
+        module(torch.zeros(1, 1, DIM), step=5000)
     with pytest.raises(SequenceTooLongError):
-        module(torch.zeros(1, 1, DIM), step=5)
+        module(torch.zeros(1, 5001, DIM))
 
 
 # CAPE
@@ -324,6 +330,21 @@ def test_train_and_translate_with_stock_commands(trained, name):
     run([command("onmt_translate"), "-model", trained / f"{name}_step_{STEPS}.pt", "-src", src, "-output", hyp,
          "-beam_size", "2", "-max_length", "20"])  # fmt: skip
     assert len(hyp.read_text(encoding="utf-8").splitlines()) == 10
+
+
+def test_checkpoint_from_before_the_evaluation_rule_refused_in_one_line(trained, tmp_path):
+    """A randomized checkpoint whose options lack randomized_eval_length (made before it
+    existed): onmt_translate says what to set, in one line, and writes nothing."""
+    checkpoint = torch.load(trained / f"randomized_step_{STEPS}.pt")
+    delattr(checkpoint["opt"], "randomized_eval_length")
+    torch.save(checkpoint, tmp_path / "old.pt")
+    hyp = tmp_path / "old.hyp"
+    result = run([command("onmt_translate"), "-model", tmp_path / "old.pt", "-src", TOY_ENDE / "src-test.txt",
+                  "-output", hyp], expect_ok=False)  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("onmt_translate: error: src/tgt_position_encoding "
+                                                            "'randomized' needs randomized_eval_length (M)")
+    assert "set randomized_eval_length in its 'opt'" in result.stderr and not hyp.exists()
 
 
 @pytest.mark.parametrize("name", METHODS)

@@ -330,13 +330,7 @@ def test_shards_split_the_runs_without_overlap(tmp_path):
                                                     ("positions.yaml", None, None)])
 def test_shipped_experiments_name_known_options_and_existing_files(tmp_path, name, corpus, local_copy):
     """Each shipped experiment loads on the data its own `prepare` command makes (from a local copy here),
-    and every run's model options pass the checks onmt_train makes."""
-    import copy
-
-    from onmt import opts
-    from onmt.utils.parse import ArgumentParser
-
-    from onmt_posenc import preflight
+    and every run's options pass the checks the runner makes before training (onmt_train's)."""
     from onmt_posenc.strict_config import known_option_names
 
     folder = None
@@ -344,14 +338,9 @@ def test_shipped_experiments_name_known_options_and_existing_files(tmp_path, nam
         folder = tmp_path / corpus
         run([command("onmt-posenc"), "prepare", corpus, folder, "--from", local_copy])
     loaded = experiments.load(REPO / "recipes" / "experiments" / name, data_folder=folder)
-    parser = ArgumentParser()
-    opts.model_opts(parser)
-    defaults = parser.parse_args([])
     for each in loaded.runs:
         assert set(each.config) <= known_option_names(), each.id
-        model_opt = copy.copy(defaults)
-        vars(model_opt).update(each.config)
-        preflight.check_model_options(model_opt)
+    experiments.check_options(loaded)
     assert set(loaded.translate) <= known_option_names()
     for setting in loaded.data.values():
         for pair in [setting.train, setting.valid, *setting.eval_sets.values()]:

@@ -52,11 +52,6 @@ class PositionScheme:
         """The module for one side of `dim` features (None: no position module)."""
         return cls(dim, opt.position_encoding_type)
 
-    def evaluation_length(self):
-        """How many positions evaluation embeds (CTranslate2 export reads that many
-        rows): by default every row of the sinusoid table, `self.pe`."""
-        return self.pe.size(0)
-
     def embed_at(self, emb, positions):
         """For a scheme built on OpenNMT-py's sinusoid table (`self.pe`, `self.dim`): its
         APE sum, emb * sqrt(d) + PE(p), at the integer positions `positions`

@@ -3,7 +3,7 @@ import math
 
 from torch import nn
 
-from onmt_posenc.positions import ONMT_TABLE_ROWS, PositionScheme, register_position_encoding
+from onmt_posenc.positions import PositionScheme, register_position_encoding
 
 
 @register_position_encoding("none")
@@ -17,9 +17,6 @@ class NoPositionEncoding(PositionScheme, nn.Module):
 
     def forward(self, emb, step=None):
         return emb * math.sqrt(self.dim)
-
-    def evaluation_length(self):
-        return ONMT_TABLE_ROWS  # any length: as many as OpenNMT-py's sinusoid table
 
     @classmethod
     def from_options(cls, dim, opt):

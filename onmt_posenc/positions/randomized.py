@@ -1,9 +1,12 @@
 """Randomized positions (Ruoss et al. 2023)."""
 
+import math
+
 import torch
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 
 from onmt_posenc.positions import ONMT_TABLE_ROWS, PositionScheme, register_position_encoding
+from onmt_posenc.positions.cape import sinusoid_frequencies, sinusoids
 
 DRAWS = ("sequence", "batch")
 
@@ -24,11 +27,12 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     the k-th smallest of a uniform M-subset of {0..L-1} has mean
     k(L+1)/(M+1) - 1, so token i (0-based) sits at round((i+1)(L+1)/(M+1)) - 1,
     evenly spread over 0..L-1 as a training sequence of M tokens is; tokens past
-    the M-th go on at the same spacing, past L-1. Set M to the longest training
-    sequence: its spacing, (L+1)/(M+1), is the smallest that training shows
-    often. (Measured on the synthetic EXTRAPOLATE task, L = 256: M = 26, the
-    longest training sequence, 81.8 test BLEU; M = 48, the longest test sequence,
-    66.2; M = L, 9.7. See docs/results.md.)
+    the M-th go on at the same spacing, past L-1 (sinusoids computed, not read
+    off the table). Set M to the longest training sequence the decoder reads (<s>
+    and the target's tokens); the source uses the same M. Measured on the
+    synthetic EXTRAPOLATE task, L = 256: M = 25 (the longest training sequence)
+    79.5 test BLEU, M = 36 88.6, M = 48 (the longest test sequence) 66.2, M = L
+    9.7 (recipes/experiments/results/positions/randomized-eval-rule.md).
 
     Departures. (1) The authors draw at test time too, but a decoder that emits
     one token at a time cannot draw a sorted n-subset before it knows n, so
@@ -39,7 +43,7 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     shorter sentence takes the first m of its n sorted positions, still a sorted
     subset of {0..L-1}, but drawn from the lower part of the range (about the
     first m/n of it); in evaluation a shorter sentence likewise takes the first m
-    rows. L = M = n gives 0..n-1 in training and evaluation, APE bit for bit.
+    positions. L = M = n gives 0..n-1 in training and evaluation, APE bit for bit.
     """
 
     option_names = ("randomized_max_position", "randomized_eval_length", "randomized_draw")
@@ -50,19 +54,16 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
         self.max_position = max_position
         self.eval_length = eval_length
         self.draw = draw
-        # Evaluation reads row round(k(L+1)/(M+1)) - 1 for token k = 1, 2, ...: the
-        # tokens whose row is in the table.
-        rows = self.pe.size(0)
-        self.evaluation_tokens = int((self.evaluation_rows(0, rows, "cpu") < rows).sum())
+        # A plain tensor, not a buffer: OpenNMT-py's checkpoint loader wants every
+        # buffer in the checkpoint, and APE checkpoints have `pe` alone.
+        self.enc_type = enc_type
+        self.frequencies = sinusoid_frequencies(dim, enc_type)
 
-    def evaluation_rows(self, first, length, device):
-        """The rows of tokens first+1..first+length in evaluation, in integer
+    def evaluation_positions(self, first, length, device):
+        """round(k(L+1)/(M+1)) - 1 for tokens k = first+1..first+length, in integer
         arithmetic (exact; k - 1 when M = L)."""
         k = torch.arange(first + 1, first + length + 1, device=device)
         return (2 * k * (self.max_position + 1) + self.eval_length + 1) // (2 * (self.eval_length + 1)) - 1
-
-    def evaluation_length(self):
-        return self.evaluation_tokens
 
     def positions(self, batch, length, device):
         """Sorted random n-subsets of {0..L-1}, (batch, length): the indices of
@@ -77,13 +78,16 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
         batch, length, _ = emb.shape
         if not self.training or step is not None:
             first = step or 0
-            if first + length > self.evaluation_length():
+            # As many tokens as APE's table has rows; their positions may lie past the
+            # table, so the sinusoids are computed (equal to the table's rows where it has them).
+            if first + length > self.pe.size(0):
                 raise SequenceTooLongError(
-                    f"Position {first + length} needed but randomized positions with L = "
-                    f"{self.max_position} and randomized_eval_length {self.eval_length} reach "
-                    f"{self.evaluation_length()} positions in evaluation."
+                    f"Sequence is {first + length} but randomized positions evaluate at most "
+                    f"{self.pe.size(0)} tokens, as many as the sinusoid table's rows."
                 )
-            return self.embed_at(emb, self.evaluation_rows(first, length, emb.device).expand(batch, length))
+            positions = self.evaluation_positions(first, length, emb.device).float()
+            pe = sinusoids(positions, self.frequencies.to(emb.device), self.enc_type)
+            return emb * math.sqrt(self.dim) + pe.to(self.pe.dtype).expand(batch, length, self.dim)
         if length > self.max_position:
             raise SequenceTooLongError(
                 f"A training sequence of {length} tokens needs {length} distinct positions "
@@ -111,8 +115,9 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
             default=None,
             help="M of randomized positions: validation and translation embed token i at "
             "round((i+1)(L+1)/(M+1)) - 1, the mean training positions of a sequence of M "
-            "tokens, spread over 0..L-1. Set it to the longest training sequence, tokens "
-            "included (1 <= M <= L; M = L gives 0..n-1, far outside what training shows).",
+            "tokens, spread over 0..L-1. Set it to the longest training sequence the decoder "
+            "reads, <s> and the target's tokens (1 <= M <= L; M = L gives 0..n-1, far outside "
+            "what training shows).",
         )
         group.add(
             "--randomized_draw",
@@ -135,8 +140,10 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
         if getattr(opt, "randomized_eval_length", None) is None:
             raise ValueError(
                 "src/tgt_position_encoding 'randomized' needs randomized_eval_length (M), the "
-                "longest training sequence: evaluation spreads positions as a training draw of M "
-                "tokens does"
+                "longest training sequence the decoder reads (<s> and the target's tokens): "
+                "evaluation spreads positions as a training draw of M tokens does. A checkpoint "
+                "made before this option evaluated at 0..n-1, which is M = L: set "
+                "randomized_eval_length in its 'opt' to load it (docs/methods.md)"
             )
         if not 1 <= opt.randomized_eval_length <= opt.randomized_max_position:
             raise ValueError(

@@ -49,9 +49,6 @@ class ShiftedSinusoidalEncoding(PositionScheme, PositionalEncoding):
         positions = first[:, None] + torch.arange(length, device=emb.device)  # (batch, len)
         return self.embed_at(emb, positions)
 
-    def evaluation_length(self):
-        return self.pe.size(0) - self.inference_offset  # it reads rows offset..
-
     @classmethod
     def add_options(cls, group):
         group.add(
