@@ -13,7 +13,8 @@ from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 from rounding import assert_matches
 
 from onmt_posenc import export, options
-from onmt_posenc.positions.cape import ContinuousAugmentedSinusoidalEncoding, sinusoid_frequencies, sinusoids
+from onmt_posenc.positions import sinusoid_frequencies, sinusoids
+from onmt_posenc.positions.cape import ContinuousAugmentedSinusoidalEncoding
 from onmt_posenc.positions.randomized import RandomizedSinusoidalEncoding
 
 DIM = 16

@@ -13,6 +13,8 @@ options, the model builder and the runner find it here.
 """
 import math
 
+import torch
+
 from onmt_posenc.registry import import_every_module, registering
 
 # OpenNMT-py's sinusoid table has this many rows; SHAPE's and perSPE's add room.
@@ -22,6 +24,26 @@ POSITION_ENCODINGS = {}
 
 # Class decorator: the scheme `name` of src/tgt_position_encoding.
 register_position_encoding = registering(POSITION_ENCODINGS, "position encoding")
+
+
+def sinusoid_frequencies(dim, enc_type):
+    """The frequencies of OpenNMT-py's PositionalEncoding table, computed as it
+    computes them (same float32 operations), (dim / 2,)."""
+    if enc_type == "SinusoidalInterleaved":
+        return torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))
+    if enc_type == "SinusoidalConcat":
+        half_dim = dim // 2
+        return torch.exp(torch.arange(half_dim, dtype=torch.float) * -(math.log(10000) / (half_dim - 1)))
+    raise ValueError(f"unknown position_encoding_type {enc_type!r}")
+
+
+def sinusoids(positions, frequencies, enc_type):
+    """OpenNMT-py's sinusoid of real-valued positions: (...) -> (..., dim), the
+    same layout as its table (at integer positions, the table's rows)."""
+    angles = positions[..., None] * frequencies
+    if enc_type == "SinusoidalInterleaved":  # sin, cos, sin, cos, ...
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)  # all sines, then all cosines
 
 
 class PositionScheme:
@@ -57,6 +79,14 @@ class PositionScheme:
         APE sum, emb * sqrt(d) + PE(p), at the integer positions `positions`
         (batch x length) instead of 0..n-1."""
         return emb * math.sqrt(self.dim) + self.pe[positions, 0]
+
+    def embed_at_real(self, emb, positions):
+        """The APE sum at real-valued positions (batch x length, or length for every
+        sequence), the sinusoids computed (`sinusoids`) rather than read off the
+        table: off the integer grid, or past its rows. For a scheme that keeps
+        `self.frequencies` (`sinusoid_frequencies`) and `self.enc_type`."""
+        pe = sinusoids(positions, self.frequencies.to(emb.device), self.enc_type)
+        return emb * math.sqrt(self.dim) + pe.to(self.pe.dtype)
 
 
 def install_position_encoding(embeddings, choice, opt):

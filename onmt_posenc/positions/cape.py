@@ -4,30 +4,10 @@ import math
 import torch
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 
-from onmt_posenc.positions import ONMT_TABLE_ROWS, PositionScheme, register_position_encoding
+from onmt_posenc.positions import ONMT_TABLE_ROWS, PositionScheme, register_position_encoding, sinusoid_frequencies
 
 # Its text recipe: Δmax, εmax, s.
 DEFAULTS = {"cape_max_global_shift": 5.0, "cape_max_local_shift": 0.5, "cape_max_global_scale": 1.03}
-
-
-def sinusoid_frequencies(dim, enc_type):
-    """The frequencies of OpenNMT-py's PositionalEncoding table, computed as it
-    computes them (same float32 operations), (dim / 2,)."""
-    if enc_type == "SinusoidalInterleaved":
-        return torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))
-    if enc_type == "SinusoidalConcat":
-        half_dim = dim // 2
-        return torch.exp(torch.arange(half_dim, dtype=torch.float) * -(math.log(10000) / (half_dim - 1)))
-    raise ValueError(f"unknown position_encoding_type {enc_type!r}")
-
-
-def sinusoids(positions, frequencies, enc_type):
-    """OpenNMT-py's sinusoid of real-valued positions: (...) -> (..., dim), the
-    same layout as its table (at integer positions, the table's rows)."""
-    angles = positions[..., None] * frequencies
-    if enc_type == "SinusoidalInterleaved":  # sin, cos, sin, cos, ...
-        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
-    return torch.cat([angles.sin(), angles.cos()], dim=-1)  # all sines, then all cosines
 
 
 @register_position_encoding("cape")
@@ -93,9 +73,7 @@ class ContinuousAugmentedSinusoidalEncoding(PositionScheme, PositionalEncoding):
                 f"Sequence is {length} but the CAPE sinusoid table (used in evaluation) "
                 f"has {self.pe.size(0)} rows."
             )
-        x = self.positions(batch, length, emb.device)
-        pe = sinusoids(x, self.frequencies.to(emb.device), self.enc_type)
-        return emb * math.sqrt(self.dim) + pe.to(self.pe.dtype)
+        return self.embed_at_real(emb, self.positions(batch, length, emb.device))
 
     @classmethod
     def add_options(cls, group):

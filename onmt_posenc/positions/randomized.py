@@ -1,12 +1,9 @@
 """Randomized positions (Ruoss et al. 2023)."""
 
-import math
-
 import torch
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 
-from onmt_posenc.positions import ONMT_TABLE_ROWS, PositionScheme, register_position_encoding
-from onmt_posenc.positions.cape import sinusoid_frequencies, sinusoids
+from onmt_posenc.positions import ONMT_TABLE_ROWS, PositionScheme, register_position_encoding, sinusoid_frequencies
 
 DRAWS = ("sequence", "batch")
 
@@ -85,9 +82,7 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
                     f"Sequence is {first + length} but randomized positions evaluate at most "
                     f"{self.pe.size(0)} tokens, as many as the sinusoid table's rows."
                 )
-            positions = self.evaluation_positions(first, length, emb.device).float()
-            pe = sinusoids(positions, self.frequencies.to(emb.device), self.enc_type)
-            return emb * math.sqrt(self.dim) + pe.to(self.pe.dtype).expand(batch, length, self.dim)
+            return self.embed_at_real(emb, self.evaluation_positions(first, length, emb.device).float())
         if length > self.max_position:
             raise SequenceTooLongError(
                 f"A training sequence of {length} tokens needs {length} distinct positions "
