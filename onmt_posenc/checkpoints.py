@@ -37,6 +37,15 @@ def _not_a_file(path):
     return f"{path} {'is a directory' if os.path.isdir(path) else 'does not exist'}"
 
 
+def _written_by_torch_save(path):
+    """torch.save writes a zip archive, or with its legacy format a pickle, which
+    opens with the PROTO opcode (0x80)."""
+    if zipfile.is_zipfile(path):
+        return True
+    with open(path, "rb") as file:
+        return file.read(1) == b"\x80"
+
+
 def safe_load(original_load):
     """Wrap torch.load: weights-only unpickling with the OpenNMT-py allow-list."""
     if getattr(original_load, "onmt_posenc_safe", False):  # wrapped already (by the plugin)
@@ -45,8 +54,13 @@ def safe_load(original_load):
     @functools.wraps(original_load)
     def load(f, *args, **kwargs):
         kwargs["weights_only"] = True
-        if isinstance(f, (str, os.PathLike)) and not os.path.isfile(f):  # torch's OSError would be a traceback
-            raise CheckpointError(_not_a_file(f))
+        if isinstance(f, (str, os.PathLike)):
+            if not os.path.isfile(f):  # torch's OSError would be a traceback
+                raise CheckpointError(_not_a_file(f))
+            if not _written_by_torch_save(f):
+                # unpickling text fails on whatever opcode its first byte happens to be
+                # (an IndexError, a KeyError, ...), not always with an UnpicklingError
+                raise CheckpointError(not_complete(f, "not a pickle of tensors"))
         try:
             with torch.serialization.safe_globals(CHECKPOINT_GLOBALS):
                 loaded = original_load(f, *args, **kwargs)

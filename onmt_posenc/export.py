@@ -108,6 +108,15 @@ class CTranslate2TooOldError(ValueError):
     """The installed CTranslate2 would compute this exported model differently."""
 
 
+class OutputFolderError(ValueError):
+    """The export would delete files that are not a CTranslate2 model's."""
+
+
+# What CTranslate2 writes into a model folder (4.8): a folder holding only these is a
+# previous export, which an export with `force` may replace.
+EXPORT_FILES = re.compile(r"model\.bin|config\.json|((shared|source|target)_)?vocabulary\.(json|txt)|vmap\.txt")
+
+
 @dataclass(frozen=True)
 class PositionTerm:
     """What one side's embedding layer adds at inference: `emb * scale + table[i]`."""
@@ -382,12 +391,37 @@ def _separate_values(stock_set_attention):
     return set_multi_head_attention
 
 
+def _keeping_other_files(convert):
+    """`force` makes CTranslate2 delete the output folder before it writes the model,
+    whatever it holds, and `onmt_release_model --format ctranslate2` always sets it:
+    `--output runs` would delete a folder of runs. Replace only a previous export."""
+
+    @functools.wraps(convert)
+    def checked(self, output_dir, *args, **kwargs):
+        folder = Path(output_dir)
+        if folder.exists() and not folder.is_dir():
+            raise OutputFolderError(f"cannot export into {folder}: it is a file, not a folder")
+        if folder.is_dir():
+            others = sorted(path.name for path in folder.iterdir() if not EXPORT_FILES.fullmatch(path.name))
+            if others:
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+                raise OutputFolderError(
+                    f"refusing to export into {folder}: exporting replaces the whole folder, and it holds "
+                    f"{shown}, not a CTranslate2 model's files; choose a new folder"
+                )
+        return convert(self, output_dir, *args, **kwargs)
+
+    return checked
+
+
 def install():
     """Make CTranslate2's OpenNMT-py converter export the extension's models: wraps
     `check_opt`, `_get_model_spec_seq2seq`, `_get_model_spec_lm` and
-    `set_multi_head_attention` of `ctranslate2.converters.opennmt_py` (4.8)."""
+    `set_multi_head_attention` of `ctranslate2.converters.opennmt_py` (4.8), and
+    its `convert`, which would delete whatever the output folder holds."""
     from ctranslate2.converters import opennmt_py
 
+    opennmt_py.OpenNMTPyConverter.convert = _keeping_other_files(opennmt_py.OpenNMTPyConverter.convert)
     opennmt_py.check_opt = _checking(opennmt_py.check_opt)
     opennmt_py._get_model_spec_seq2seq = _exporting(opennmt_py._get_model_spec_seq2seq)
     opennmt_py._get_model_spec_lm = _exporting(opennmt_py._get_model_spec_lm)

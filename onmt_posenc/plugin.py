@@ -432,7 +432,7 @@ def _errors_in_one_line():
     Only the main thread of a command, and only these errors (status 1)."""
     from onmt.modules.embeddings import SequenceTooLongError
 
-    from onmt_posenc.export import CTranslate2TooOldError, NotExportableError
+    from onmt_posenc.export import CTranslate2TooOldError, NotExportableError, OutputFolderError
     from onmt_posenc.positions.perturbed import PhraseBoundariesMissingError
     from onmt_posenc.transforms.concat_pairs import ConcatPairsError
     from onmt_posenc.transforms.phrase_boundaries import PhraseFileError
@@ -441,8 +441,8 @@ def _errors_in_one_line():
     # included); PhraseBoundariesMissingError: perSPE without its phrase files, at update 1
     # ModelOptionsError: a checkpoint whose options the extension refuses (made before an option existed)
     one_line = (checkpoints.CheckpointError, checkpoints.UnsafeCheckpointError, ConcatPairsError, PhraseFileError,
-                NotExportableError, CTranslate2TooOldError, SequenceTooLongError, PhraseBoundariesMissingError,
-                options.ModelOptionsError)
+                NotExportableError, CTranslate2TooOldError, OutputFolderError, SequenceTooLongError,
+                PhraseBoundariesMissingError, options.ModelOptionsError)
     stock_excepthook = sys.excepthook
 
     def excepthook(kind, error, traceback):

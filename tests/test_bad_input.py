@@ -175,14 +175,17 @@ def bad_checkpoints(workdir, model):
     truncated.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
     text = workdir / "text.pt"
     shutil.copy(workdir / "train.src", text)
+    # unpickled, a text's first byte is an opcode: 'a' (APPEND) failed with an IndexError
+    text_a = workdir / "text_a.pt"
+    text_a.write_text("a b c\n")
     no_vocab = workdir / "no_vocab.pt"
     checkpoint = checkpoints.safe_load(torch.load)(model, map_location="cpu")
     del checkpoint["vocab"]
     torch.save(checkpoint, no_vocab)
-    return {"truncated": truncated, "text": text, "no_vocab": no_vocab}
+    return {"truncated": truncated, "text": text, "text_a": text_a, "no_vocab": no_vocab}
 
 
-BAD = ["truncated", "text", "no_vocab"]
+BAD = ["truncated", "text", "text_a", "no_vocab"]
 
 
 def assert_not_complete(line, prefix, path):
@@ -228,6 +231,29 @@ def test_release_model_names_the_bad_file(workdir, bad_checkpoints, kind):
     result = run([command("onmt_release_model"), "-m", bad, "-o", output], expect_ok=False)
     assert_not_complete(one_line_error(result), "onmt_release_model: error: ", bad)
     assert not output.exists()
+
+
+def test_release_to_ctranslate2_replaces_only_a_previous_export(model, tmp_path):
+    """Stock `onmt_release_model --format ctranslate2` deletes its --output folder before
+    writing (CTranslate2's force), whatever it holds: a folder of other files, or a file,
+    is refused and left as it was; a previous export is replaced."""
+    release = [command("onmt_release_model"), "-m", model, "--format", "ctranslate2", "-o"]
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "notes.txt").write_text("keep me")
+    assert one_line_error(run([*release, runs], expect_ok=False)) == (
+        f"onmt_release_model: error: refusing to export into {runs}: exporting replaces the whole folder, "
+        "and it holds notes.txt, not a CTranslate2 model's files; choose a new folder")
+    assert [path.name for path in runs.iterdir()] == ["notes.txt"]
+    a_file = tmp_path / "model.txt"
+    a_file.write_text("keep me")
+    assert one_line_error(run([*release, a_file], expect_ok=False)) == (
+        f"onmt_release_model: error: cannot export into {a_file}: it is a file, not a folder")
+    assert a_file.read_text() == "keep me"
+    exported = tmp_path / "exported"
+    for _ in range(2):  # the second time over its own first export
+        run([*release, exported])
+    assert (exported / "model.bin").is_file() and (exported / "config.json").is_file()
 
 
 @pytest.mark.parametrize("name, args", [("onmt_average_models", ["-models", "{model}", "{model}", "-output"]),
