@@ -89,4 +89,14 @@ class IncludingYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
         if path is None or not Path(path).is_file():
             return super().parse(stream)
         merged = merged_mapping(path)
+        empty = [key for key, value in merged.items() if value is None]
+        if empty:
+            from onmt_posenc.strict_config import where_set
+
+            # configargparse drops a key without a value: the option's default would
+            # be used without a word (`train_steps:` trains for 100,000 updates)
+            raise configargparse.ConfigFileParserException(
+                f"{empty[0]} has no value (set in {where_set(empty[0], path)}): give it one, or remove "
+                "the line to use the default"
+            )
         return super().parse(io.StringIO(yaml.safe_dump(merged, sort_keys=False)))

@@ -70,6 +70,15 @@ def test_bad_value_in_the_config_names_its_file_and_line(workdir, values, key, m
     assert line == f"onmt_train: error: {message} (set in {config}:{line_of(config, key)})"
 
 
+def test_key_without_a_value_names_its_file_and_line(workdir):
+    """OpenNMT-py's config parser drops a key without a value (`valid_steps:`) and uses the
+    option's default without a word (`train_steps:` would train for 100,000 updates)."""
+    config = config_with(workdir, "no_value", valid_steps=None)
+    line = one_line_error(run([command("onmt_train"), "-config", config], expect_ok=False), status=2)
+    assert line == (f"onmt_train: error: valid_steps has no value (set in {config}:{line_of(config, 'valid_steps')}): "
+                    "give it one, or remove the line to use the default")
+
+
 def test_negative_value_on_the_command_line_says_so(workdir):
     config = config_with(workdir, "plain")
     result = run([command("onmt_train"), "-config", config, "-shape_max_shift", "-2"], expect_ok=False)

@@ -59,6 +59,8 @@ MISTAKES = [
     (["analyses.swapped.set=[valid]"], "analyses.swapped.set: must be a non-empty string, got [valid]"),
     # R7: analysis options, checked before the first run rather than after the last
     (["settings.train_steps=-5"], "settings.train_steps: must be >= 1, got -5"),  # onmt_train: without end
+    # onmt_train's config parser drops a key without a value: 100,000 updates
+    (["settings.train_steps="], "settings.train_steps: has no value: give it one, or remove the line to use the default"),
     (["analyses.length_buckets.width=0"], "analyses.length_buckets.width: must be >= 1, got 0"),
     (["analyses.length_buckets.width=-3"], "analyses.length_buckets.width: must be >= 1, got -3"),
     (["analyses.shift_invariance.offsets=[0]"], "analyses.shift_invariance.offsets: must be a list of two or more "
