@@ -506,9 +506,11 @@ def main(args):
         shard = experiments.parse_shard(args.shard) if args.shard else None
         experiments.check_options(experiment)  # every run, before the first one trains
         check_data_files(experiment, experiments.shard(experiment.runs, *shard) if shard else experiment.runs)
-        if experiment.output.exists() and not experiment.output.is_dir():
-            raise experiments.ExperimentError(f"the output {experiment.output} is not a folder; name a folder "
-                                              "(--output, or output in the file)")
+        in_the_way = experiments.file_in_the_way(experiment.output)
+        if in_the_way is not None:
+            because = "" if in_the_way == experiment.output else f" ({in_the_way} is a file)"
+            raise experiments.ExperimentError(f"the output {experiment.output} is not a folder{because}; name a "
+                                              "folder (--output, or output in the file)")
     except experiments.ExperimentError as error:
         print(f"onmt-posenc run: error: {error}", file=sys.stderr)
         return 2
@@ -518,6 +520,7 @@ def main(args):
           file=sys.stderr)
     for setting in (experiment.data[label] for label in dict.fromkeys(run.data for run in runs)):
         print(f"  data {setting.label}: {describe(setting)}", file=sys.stderr)
+    experiment.output.mkdir(parents=True, exist_ok=True)  # a shard's record, even of no runs
     started = time.time()
     # A scheduler's SIGTERM stops like Ctrl-C: the running command is stopped, finished runs stay.
     signal.signal(signal.SIGTERM, _interrupt)

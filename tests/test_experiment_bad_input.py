@@ -287,6 +287,16 @@ def test_a_report_with_no_finished_run_warns(tmp_path):
     assert "| toy/ape/seed1 | missing |" in (output / "report.md").read_text(encoding="utf-8")
 
 
+def test_a_shard_without_runs_records_that_into_a_new_output(tmp_path):
+    """More shards than runs (an array job of a fixed size): shard 3 of 3 has none of the
+    two runs, ends at once, and leaves its (empty) record for `report`."""
+    output = tmp_path / "new" / "runs"
+    result = run([command("onmt-posenc"), "run", experiment_file(tmp_path), "--output", output, "--shard", "3/3"],
+                 cwd=tmp_path)
+    assert "0 of 2 runs (shard 3/3)" in result.stderr
+    assert json.loads((output / "shard-3-of-3.json").read_text()) == []
+
+
 def test_output_and_data_paths_of_the_wrong_kind_are_named(tmp_path):
     """A file where the output folder belongs, a folder where a data file belongs."""
     from onmt_posenc.runner import check_data_files
@@ -298,6 +308,10 @@ def test_output_and_data_paths_of_the_wrong_kind_are_named(tmp_path):
         result = run([command("onmt-posenc"), name, path, "--output", afile], cwd=tmp_path, expect_ok=False)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         assert result.stderr.splitlines()[-1].startswith(f"onmt-posenc {name}: error: the output {afile} is not a folder")
+    # the file is a parent of the output: every run was started, and each failed
+    result = run([command("onmt-posenc"), "run", path, "--output", afile / "runs"], cwd=tmp_path, expect_ok=False)
+    assert result.stderr.splitlines()[-1] == (f"onmt-posenc run: error: the output {afile / 'runs'} is not a folder "
+                                              f"({afile} is a file); name a folder (--output, or output in the file)")
     toy = tmp_path / "toy-ende"
     loaded = experiments.load(path, [f"data.toy={{train: {{src: {toy}/src-train.txt, tgt: {toy}/tgt-train.txt}}, "
                                      f"eval: {{test: {{src: {toy}/src-test.txt, tgt: {toy}/tgt-test.txt, ref: {tmp_path}}}}}}}",
