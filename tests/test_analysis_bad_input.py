@@ -45,7 +45,8 @@ def files(tmp_path):
         "src": src, "tgt": tgt, "short": head(tgt, tmp_path / "short.tgt", 3), "latin1": latin1, "empty": empty,
         **joined, "uneven": uneven, "model": tmp_path / "never-loaded.pt", "text_model": text_model,
         "truncated": truncated, "full": full, "missing": tmp_path / "nosuch" / "out.png",
-        "missing_folder": tmp_path / "nosuch", "json": tmp_path / "out.json", "workdir": tmp_path / "swapped",
+        "missing_folder": tmp_path / "nosuch", "json": tmp_path / "out.json",
+        "docx": tmp_path / "plot.docx", "noext": tmp_path / "plot", "workdir": tmp_path / "swapped",
         "train_tgt": tgt}.items()}
 
 
@@ -129,6 +130,10 @@ OTHER_CASES = [
      "{latin1}:3: not UTF-8 text (byte 0xdf: invalid continuation byte)"),
     ("length-buckets", [*LENGTH_BUCKETS, "--plot", "{missing}", "--json", "{json}"],
      "--plot {missing}: the folder {missing_folder} does not exist"),
+    # matplotlib refused an unknown format after the work, and wrote '.png' behind a name without one
+    ("length-buckets", [*LENGTH_BUCKETS, "--plot", "{docx}"], "--plot {docx}: a .docx file; name the image format..."),
+    ("shift-invariance", [*MODEL_COMMANDS["shift-invariance"], "--plot", "{noext}"],
+     "--plot {noext}: no extension; name the image format..."),
     ("token-nll", [*MODEL_COMMANDS["token-nll"], "--labels", "X", "X"], "--labels: A and B must differ, got 'X' twice"),
     ("token-nll", [*MODEL_COMMANDS["token-nll"], "--train-tgt", "{empty}"],
      "{empty} is empty: no training frequencies"),
@@ -173,7 +178,7 @@ OTHER_CASES = [
 
 def check_message(line, name, message, files):
     expected = f"onmt-posenc {name}: error: " + message.format(**files)
-    if expected.endswith("..."):  # torch's own reason follows
+    if expected.endswith("..."):  # torch's own reason, or a list, follows
         assert line.startswith(expected[:-3]), line
     else:
         assert line == expected

@@ -63,3 +63,18 @@ def check_outputs(args, *options):
             raise AnalysisError(f"{name} {path} is a directory; name a file")
         if not os.path.isdir(folder):
             raise AnalysisError(f"{name} {path}: the folder {folder} does not exist")
+        if option.endswith("plot"):
+            check_plot_format(name, path)
+
+
+def check_plot_format(name, path):
+    """matplotlib takes the format from the extension; it refuses an unknown one only once
+    the figure is drawn, and adds '.png' to a name without one."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    extension = os.path.splitext(path)[1].lstrip(".").lower()
+    if extension not in formats:
+        said = f"a .{extension} file" if extension else "no extension"
+        raise AnalysisError(f"{name} {path}: {said}; name the image format by the extension, one of "
+                            f"{', '.join('.' + f for f in sorted(formats))} (e.g. .png)")
