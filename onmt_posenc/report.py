@@ -214,6 +214,8 @@ class Report:
     def joined_table(self):
         rows = []
         for r in self.records:
+            if r["status"] != "finished":  # a stale run's figures are left out, as everywhere
+                continue
             for name, joined in r.get("joined", {}).items():
                 rows.append([r["id"], name, joined["lines"], f"{r['bleu'][name]:.2f}", joined["sentences"],
                              f"{joined['bleu']:.2f}", joined["separator_mismatches"]])
@@ -499,7 +501,10 @@ def main(args):
         return 2
     records = collect(experiment)
     if not any(r["status"] == "finished" for r in records):
-        print(f"onmt-posenc report: warning: no run has finished yet (0 of {len(records)}); the report has "
-              "no results, only what happened to each run", file=sys.stderr)
+        stale = sum(r["status"] == "stale" for r in records)
+        why = (f"{stale} of {len(records)} runs are stale (made with other settings than the file's)" if stale
+               else f"no run has finished yet (0 of {len(records)})")
+        print(f"onmt-posenc report: warning: {why}; the report has no results, only what happened to each run",
+              file=sys.stderr)
     print(f"report: {write(experiment, records)}", file=sys.stderr)
     return 0

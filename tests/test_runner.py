@@ -749,8 +749,13 @@ def test_report_marks_results_made_with_other_settings_as_stale(demo, tmp_path):
     assert "2 of 3 runs finished, 1 stale (made with other settings than the file's; left out)" in report
     assert "| synthetic/shape/seed1 | stale |" in report
     assert "| synthetic | EXTRAPOLATE | shape | 0 | – |" in report  # no seed of it in the BLEU table
+    assert "| synthetic/shape/seed1 | concat |" not in report  # nor in the joined sets' table
     rows = list(csv.DictReader(open(copy / "results.csv", encoding="utf-8")))
     assert [r["status"] for r in rows] == ["finished", "stale", "finished"]
+    every_run = [*overrides(SCALED_DOWN), "--set", "settings.label_smoothing=0.3"]
+    result = run([command("onmt-posenc"), "report", DEMO, "--output", copy, *every_run], cwd=REPO)
+    assert ("onmt-posenc report: warning: 3 of 3 runs are stale (made with other settings than the file's); "
+            "the report has no results, only what happened to each run") in result.stderr
 
 
 OPTION_MISTAKES = [
