@@ -178,6 +178,20 @@ def test_token_nll_command_and_comparison(trained):
     assert token_nll.compare(nll, nll, token_nll.gold_frequencies(tgt, counts))["share"] == 0
 
 
+@pytest.mark.parametrize("bins", [2, 4, 100000])
+def test_frequency_buckets_are_ranges_that_hold_tokens(bins):
+    """More bins than frequencies: buckets merge instead of coming out empty or reversed
+    (100,000 bins gave a last bucket '213-212')."""
+    frequencies = [[1, 1, 1, 5, 5, 212], [212, 212, 40, 1]]
+    nll_a = [[0.5] * 6, [0.1] * 4]
+    nll_b = [[0.4] * 6, [0.2] * 4]
+    result = token_nll.compare(nll_a, nll_b, frequencies, frequency_bins=bins)
+    ranges = [tuple(map(int, label.split("-"))) for label in result["frequency_buckets"]]
+    assert all(low <= high for low, high in ranges) and ranges[-1][1] == 212
+    assert all(sum(column) > 0 for column in zip(*result["counts"]))
+    assert result["share"] == 4 / 10
+
+
 def test_speed_command(trained):
     out = trained["dir"] / "speed.json"
     run([command("onmt-posenc"), "speed", "--model", f"ape={trained['ape']}", "--model", f"shape={trained['shape']}",

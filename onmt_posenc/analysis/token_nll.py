@@ -58,12 +58,14 @@ def check_training_targets(path):
 
 
 def frequency_edges(frequencies, bins):
-    """Upper bounds splitting the gold tokens into `bins` groups of about equal size."""
+    """Upper bounds splitting the gold tokens into `bins` groups of about equal size;
+    fewer where frequencies repeat (no bucket is empty, none holds nothing but the
+    frequencies above the largest)."""
     ordered = sorted(frequencies)
     edges = []
     for k in range(1, bins):
         edge = ordered[len(ordered) * k // bins]
-        if not edges or edge > edges[-1]:
+        if (not edges or edge > edges[-1]) and edge < ordered[-1]:
             edges.append(edge)
     return edges
 
