@@ -160,6 +160,11 @@ def main(args):
         print("onmt-posenc evaluate: error: argument --years: neither --hyp nor --ref has {year} to stand for them",
               file=sys.stderr)
         return 2
+    if per_year and ("{year}" in args.hyp) != ("{year}" in args.ref):
+        has, lacks = ("--hyp", "--ref") if "{year}" in args.hyp else ("--ref", "--hyp")
+        print(f"onmt-posenc evaluate: error: {has} has {{year}} but {lacks} does not: every year would be scored "
+              f"against the one {lacks} file; put {{year}} in both", file=sys.stderr)
+        return 2
     scores, signature = {}, None
     try:
         if not per_year:

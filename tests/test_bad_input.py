@@ -345,6 +345,9 @@ def test_translate_checks_its_files_and_beam_before_loading(workdir, model, tmp_
      "argument --ref: Single '{{' encountered in format string in 'ref.{{year}}{{'; only {{year}} may stand in braces"),
     (["evaluate", "--hyp", "{text}", "--ref", "{text}", "--years", "2014,2015"],
      "argument --years: neither --hyp nor --ref has {{year}} to stand for them"),
+    (["evaluate", "--hyp", "hyp.{{year}}", "--ref", "{text}", "--years", "2014"],
+     "--hyp has {{year}} but --ref does not: every year would be scored against the one --ref file; "
+     "put {{year}} in both"),
     (["chunk-ja", "{latin1}", "{out}"], "{latin1}:2: not UTF-8 text (byte 0xe9: invalid continuation byte)"),
     (["chunk-ja", "{text}", "{text}"], "the output {text} is the input {text}; name another output file"),
 ])
