@@ -869,14 +869,6 @@ def _model_option_defaults():
             if action.dest != "help" and action.dest not in LOADING_OPTIONS}
 
 
-def file_in_the_way(folder):
-    """The file standing where `folder` or one of its parents should be a folder, or None."""
-    for path in (folder, *folder.parents):
-        if path.exists():
-            return None if path.is_dir() else path
-    return None
-
-
 def parse_shard(text):
     """'i/n' (1 <= i <= n) -> (i, n)."""
     try:

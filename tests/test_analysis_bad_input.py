@@ -171,6 +171,9 @@ OTHER_CASES = [
      "--translate-config {wrong_value}: beam_size: invalid int value: 'four'"),
     ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--translate-config", "{not_mapping}"],
      "--translate-config {not_mapping}: a config file must be a YAML mapping"),
+    ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--workdir", "{src}"], "--workdir {src} is not a folder"),
+    ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--workdir", "{src}/sub"],
+     "--workdir {src}/sub is not a folder ({src} is a file)"),
     ("swapped", [*MODEL_COMMANDS["swapped"], "--model", "{full}", "--json", "{missing}"],
      "--json {missing}: the folder {missing_folder} does not exist"),
 ]

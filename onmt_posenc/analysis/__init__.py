@@ -51,6 +51,14 @@ def read_texts(paths, limit=None):
     return [lines[:limit] for lines in texts]
 
 
+def file_in_the_way(folder):
+    """The file standing where `folder` or one of its parents should be a folder, or None."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            return None if path.is_dir() else path
+    return None
+
+
 def check_outputs(args, *options):
     """Outputs are written after the work: a folder that is not there must stop the
     command before it, not after (with the other outputs unwritten)."""
