@@ -77,6 +77,11 @@ def resolve_attention_options(opt):
     if opt.max_relative_positions < -2:
         raise ValueError(f"max_relative_positions must be >= -2 (-1: rotary, -2: ALiBi, 0: none, K > 0: "
                          f"relative attention up to distance K), got {opt.max_relative_positions}")
+    # -1 is OpenNMT-py's "unset" (enc_hid_size and dec_hid_size apply); other values
+    # below 1 were taken as unset too, and the model built with 500
+    if getattr(opt, "hidden_size", -1) != -1 and opt.hidden_size < 1:
+        raise ValueError(f"hidden_size must be >= 1, or -1 for enc_hid_size and dec_hid_size, got {opt.hidden_size}")
+    check_embedding_sizes(opt)
     heads = getattr(opt, "heads", None)
     for option, dim in attention_dimensions(opt):
         if heads and dim % heads:
@@ -126,6 +131,21 @@ def attention_dimensions(opt):
     if getattr(opt, "hidden_size", -1) > 0:
         return [("hidden_size", opt.hidden_size)] if sides else []
     return [(side, getattr(opt, side)) for side in sides if getattr(opt, side, None)]
+
+
+def check_embedding_sizes(opt):
+    """A Transformer adds positions and residuals to its embeddings with no projection
+    in between: they must be of the model's size (OpenNMT-py fails in its first layer
+    norm, with a shape in the message and no option)."""
+    stacks = (("src", "enc_hid_size", getattr(opt, "encoder_type", None) == "transformer"),
+              ("tgt", "dec_hid_size", getattr(opt, "decoder_type", None) in ("transformer", "transformer_lm")))
+    for side, size_option, transformer in stacks:
+        emb, dim = getattr(opt, f"{side}_word_vec_size", None), getattr(opt, size_option, None)
+        if transformer and emb is not None and dim is not None and emb != dim:
+            emb_option = "word_vec_size" if getattr(opt, "word_vec_size", -1) > 0 else f"{side}_word_vec_size"
+            dim_option = "hidden_size" if getattr(opt, "hidden_size", -1) > 0 else size_option
+            raise ValueError(f"{emb_option} {emb} differs from {dim_option} {dim}: a Transformer's embeddings "
+                             "are of its model size")
 
 
 def resolve_position_options(opt):

@@ -187,11 +187,15 @@ def check_gpus(world_size, gpu_ranks, found):
 def check_model_options(opt, argv=None):
     """The extension's model options (options.py) as onmt_train will resolve them, on a
     copy, naming where the option at fault was set: options.py's messages start with it."""
+    from onmt.utils.parse import ArgumentParser
+
     from onmt_posenc import options
 
+    resolved = copy.copy(opt)
+    ArgumentParser.update_model_opts(resolved)  # hidden_size, word_vec_size to each side's, as onmt_train does
     try:
-        options.resolve_position_options(copy.copy(opt))
-        options.resolve_attention_options(copy.copy(opt))
+        options.resolve_position_options(copy.copy(resolved))
+        options.resolve_attention_options(copy.copy(resolved))
     except ValueError as error:
         raise PreflightError(f"{error}{where(str(error), opt, argv)}") from None
 

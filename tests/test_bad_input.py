@@ -60,6 +60,10 @@ def config_with(workdir, name, corpus=None, **overrides):
     ({"save_checkpoint_steps": -1}, "save_checkpoint_steps", "save_checkpoint_steps must be >= 1, got -1"),
     # OpenNMT-py itself stops these with a bare assert while building, or a garbled message
     ({"heads": 3}, "heads", "heads 3 does not divide hidden_size 64: each head takes hidden_size / heads"),
+    # OpenNMT-py took these as unset, built 500 features, and failed in a layer norm
+    ({"hidden_size": -64}, "hidden_size", "hidden_size must be >= 1, or -1 for enc_hid_size and dec_hid_size, got -64"),
+    ({"word_vec_size": 32}, "word_vec_size",
+     "word_vec_size 32 differs from hidden_size 64: a Transformer's embeddings are of its model size"),
     ({"max_relative_positions": 16}, "position_encoding",
      "position_encoding is true with max_relative_positions 16: OpenNMT-py's model takes absolute positions "
      "or positions in its attention, not both (position_encoding: false for rotary, ALiBi or relative attention)"),
