@@ -63,8 +63,9 @@ def test_shift_invariance_command_and_sanity(trained):
     out = trained["dir"] / "shift"
     matrices = {}
     for name in ("ape", "shape"):
-        run([command("onmt-posenc"), "shift-invariance", "--model", trained[name], "--src", trained["src"],
-             "--plot", f"{out}_{name}.png", "--json", f"{out}_{name}.json"])
+        result = run([command("onmt-posenc"), "shift-invariance", "--model", trained[name], "--src", trained["src"],
+                      "--plot", f"{out}_{name}.png", "--json", f"{out}_{name}.json"])
+        assert "warning" not in result.stderr  # the model's own kind of text
         result = json.loads(open(f"{out}_{name}.json").read())
         assert result["offsets"] == [0, 100, 250, 500]
         matrix = torch.tensor(result["matrix"])
@@ -190,6 +191,16 @@ def test_frequency_buckets_are_ranges_that_hold_tokens(bins):
     assert all(low <= high for low, high in ranges) and ranges[-1][1] == 212
     assert all(sum(column) > 0 for column in zip(*result["counts"]))
     assert result["share"] == 4 / 10
+
+
+def test_text_the_model_cannot_read_is_warned_about(trained, tmp_path):
+    """Japanese text given to a model of English and German: the analyses would measure <unk>s."""
+    japanese = head(TOY_ENDE.parent / "small_parallel_enja" / "test.ja", tmp_path / "test.ja", 10)
+    result = run([command("onmt-posenc"), "shift-invariance", "--model", trained["ape"], "--src", japanese,
+                  "--max-sentences", "10"])
+    share = re.search(r"onmt-posenc shift-invariance: warning: (\d+)% of the tokens of (.+) are not in the "
+                      r"model's src vocabulary", result.stderr)
+    assert share and int(share.group(1)) > 50 and share.group(2) == str(japanese), result.stderr
 
 
 def test_speed_command(trained):

@@ -5,6 +5,7 @@ Every analysis works on any OpenNMT-py 3.5.1 checkpoint (stock APE, SHAPE,
 relative attention...): the model is loaded exactly as onmt_translate loads it.
 """
 import contextlib
+import sys
 from typing import NamedTuple
 
 import torch
@@ -41,6 +42,26 @@ def load_model(path):
     opt = _get_parser().parse_args(["-model", str(path), "-src", str(path)])
     vocabs, model, model_opt = load_test_model(opt, model_path=str(path))
     return LoadedModel(model, vocabs, model_opt)
+
+
+# Above this share of <unk>, the text is most likely not the model's (another corpus or
+# tokenization), and every figure would be about <unk>.
+UNKNOWN_SHARE_WARNED = 0.5
+
+
+def warn_unknown_tokens(command, loaded, texts):
+    """Warn (stderr) for each of `texts`, (side, path, token lines), of which the model's
+    vocabulary lacks most tokens: the analysis runs, on text the model cannot read."""
+    from onmt.constants import DefaultTokens
+
+    for side, path, lines in texts:
+        vocab = loaded.vocabs[side]
+        ids = [i for line in lines for i in vocab(line)]
+        unknown = sum(i == vocab[DefaultTokens.UNK] for i in ids) / max(len(ids), 1)
+        if unknown > UNKNOWN_SHARE_WARNED:
+            print(f"onmt-posenc {command}: warning: {unknown:.0%} of the tokens of {path} are not in the "
+                  f"model's {side} vocabulary: is it the text the model was trained on, tokenized the same way?",
+                  file=sys.stderr)
 
 
 def read_lines(path, limit=None):

@@ -83,6 +83,7 @@ def main(args):
     check_outputs(args, "sinusoid_plot", "json")
     src, tgt = models.read_tokens([args.src, args.tgt], args.max_sentences)
     loaded = models.load_model(args.model)
+    models.warn_unknown_tokens("position-ablation", loaded, [("src", args.src, src), ("tgt", args.tgt, tgt)])
     result = ablate(loaded, src, tgt)
     where = " and ".join(result["removed_from"]) or "nowhere (no absolute positions)"
     print(f"position encoding removed from: {where}")

@@ -94,7 +94,9 @@ def main(args):
         return 2
     check_outputs(args, "plot", "json")
     src = models.read_tokens([args.src], args.max_sentences)[0]
-    result = measure(models.load_model(args.model), src, args.offsets)
+    loaded = models.load_model(args.model)
+    models.warn_unknown_tokens("shift-invariance", loaded, [("src", args.src, src)])
+    result = measure(loaded, src, args.offsets)
     width = max(len(str(k)) for k in args.offsets) + 6
     print("offset".rjust(width) + "".join(str(k).rjust(width) for k in args.offsets))
     for k, row in zip(args.offsets, result["matrix"]):

@@ -139,7 +139,9 @@ def main(args):
     src, tgt = models.read_tokens([args.src, args.tgt], args.max_sentences)
     check_training_targets(args.train_tgt)
     models.check_model(args.model_b)  # before model A runs
-    nll_a = token_nlls(models.load_model(args.model_a), src, tgt)
+    model_a = models.load_model(args.model_a)
+    models.warn_unknown_tokens("token-nll", model_a, [("src", args.src, src), ("tgt", args.tgt, tgt)])
+    nll_a = token_nlls(model_a, src, tgt)
     nll_b = token_nlls(models.load_model(args.model_b), src, tgt)
     result = compare(nll_a, nll_b, gold_frequencies(tgt, training_frequencies(args.train_tgt)),
                      args.position_width, args.frequency_bins)
