@@ -341,6 +341,13 @@ def _reject_overridden_keys(layers, data, path):
             if owned:
                 _fail(path, f"{where} sets {sorted(owned)}, which data.{setting.label}.{setting.kind.lower()} "
                             "sets for its runs")
+            # read by filtertoolong and concat_pairs only, which the runner puts on EXTRAPOLATE
+            # and INTERPOLATE corpora: anywhere else they would change nothing
+            unread = set(keys) & {*EXTRAPOLATE_KEYS, *INTERPOLATE_KEYS}
+            if unread:
+                _fail(path, f"{where} sets {sorted(unread)}, which no transform of data.{setting.label} "
+                            f"({setting.kind}) reads: it would change nothing; declare `extrapolate: N` or "
+                            "`interpolate: N` on the data setting instead")
 
 
 def _file_pair(spec, base, path, where):

@@ -29,7 +29,7 @@ def experiment_file(tmp_path, **changes):
     (tmp_path / "latin1.yaml").write_bytes(b"heads: 4\n# caf\xe9\n")
     mapping = {
         "recipe": str(REPO / "recipes" / "base.yaml"),
-        "settings": {"train_steps": 10, "hidden_size": 64},
+        "settings": {"train_steps": 10, "hidden_size": 64, "word_vec_size": 64},
         "methods": {"ape": {}, "rpe": {"position_encoding": False, "max_relative_positions": 16}},
         "data": {"toy": {"folder": str(folder)}},
         "analyses": {name: {} for name in experiments.ANALYSES},

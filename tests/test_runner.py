@@ -42,11 +42,11 @@ def experiment_file(tmp_path, **changes):
     """A tiny experiment file (no training needed to load it)."""
     mapping = {
         "recipe": str(REPO / "recipes" / "base.yaml"),
-        "settings": {"train_steps": 10, "hidden_size": 64},
+        "settings": {"train_steps": 10, "hidden_size": 64, "word_vec_size": 64},
         "methods": {"ape": {}, "shape": {"src_position_encoding": "shape", "tgt_position_encoding": "shape"},
                     "rpe": {"position_encoding": False, "max_relative_positions": 16}},
         "data": {"small": {"synthetic": {"train_examples": 50}},
-                 "long": {"synthetic": {"seed": 2}, "settings": {"hidden_size": 128}}},
+                 "long": {"synthetic": {"seed": 2}, "settings": {"hidden_size": 128, "word_vec_size": 128}}},
         "grid": {"method": ["ape", "shape", "rpe"], "K": [10, 40], "seed": [1, 2]},
     }
     mapping.update(changes)
@@ -87,6 +87,11 @@ def test_overrides_and_clear_errors(tmp_path):
         ({"settings": {"transforms": ["filtertoolong"]}}, "settings lists the transform 'filtertoolong'"),
         ({"data": {"d": {"synthetic": {}, "extrapolate": 20}}, "settings": {"src_seq_length": 30}},
          r"settings sets \['src_seq_length'\], which data.d.extrapolate sets"),
+        # filtertoolong's and concat_pairs' options where neither transform runs: no effect
+        ({"data": {"d": {"synthetic": {}, "settings": {"src_seq_length": 30}}}},
+         r"data.d.settings sets \['src_seq_length'\], which no transform of data.d \(VANILLA\) reads"),
+        ({"data": {"d": {"synthetic": {}, "extrapolate": 20, "settings": {"concat_n": 3}}}},
+         r"data.d.settings sets \['concat_n'\], which no transform of data.d \(EXTRAPOLATE\) reads"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 0}}}, "interpolate must be a positive integer"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 3, "extrapolate": 9}}}, "not both"),
         ({"methods": {"ape": {}, "shape": {"shape_max_shift": 9}}}, "which grid.K overrides"),
@@ -108,9 +113,9 @@ def test_overrides_and_clear_errors(tmp_path):
 def test_a_data_settings_keys_concern_only_its_own_runs(tmp_path):
     loaded = experiments.load(experiment_file(tmp_path, data={
         "short": {"synthetic": {}, "extrapolate": 20},
-        "plain": {"synthetic": {}, "settings": {"src_seq_length": 100}}}))
+        "plain": {"synthetic": {}, "settings": {"label_smoothing": 0.2}}}))
     configs = {run.data: run.config for run in loaded.runs if run.method == "ape" and run.seed == 1}
-    assert configs["plain"]["src_seq_length"] == 100 and "src_seq_length" not in configs["short"]
+    assert configs["plain"]["label_smoothing"] == 0.2 and configs["short"]["label_smoothing"] != 0.2
 
 
 def test_speed_ratios_only_between_runs_on_one_machine(tmp_path):
