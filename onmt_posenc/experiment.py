@@ -602,7 +602,10 @@ def folder_data(folder, interpolate=None, path=None):
 
     def first(part, most):  # at most `most` lines: a shorter file is taken whole
         with open(folder / f"src-{part}.txt", "rb") as f:
-            return min(most, sum(1 for _ in f))
+            count = sum(1 for _ in f)
+        if count == 0:
+            raise ExperimentError(f"{where}data folder {folder}: src-{part}.txt is empty")
+        return min(most, count)
 
     valid = pair("val", lines=first("val", FOLDER_VALID_LINES))
     test = pair("test", lines=first("test", FOLDER_TEST_LINES))

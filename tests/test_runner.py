@@ -375,6 +375,9 @@ def test_data_folder_gives_every_data_setting_its_files(tmp_path):
         assert setting.eval_sets["test"].ref == folder.resolve() / "ref-test.txt"  # raw text for BLEU
     assert loaded.data["vanilla"].eval_sets["concat"].join == 2
     assert loaded.data["interpolate"].eval_sets["concat"].join == 10
+    (folder / "src-val.txt").write_text("")  # was: data.synthetic.eval.valid.lines must be a positive integer
+    with pytest.raises(experiments.ExperimentError, match=f"data folder {folder.resolve()}: src-val.txt is empty"):
+        experiments.load(multi30k, data_folder=folder)
 
 
 def test_data_settings_put_their_transforms_on_the_right_corpora(tmp_path):
