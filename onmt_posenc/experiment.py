@@ -337,13 +337,14 @@ def _reject_overridden_keys(layers, data, path):
                 _fail(path, f"{where} lists the transform {name!r}, which would reach the validation corpus "
                             f"too; declare `{SETTING_TRANSFORMS[name]}: N` on a data setting instead")
         for setting in reached:
-            owned = set(keys) & set(data_setting_keys(setting))
+            own = set(data_setting_keys(setting))
+            owned = set(keys) & own
             if owned:
                 _fail(path, f"{where} sets {sorted(owned)}, which data.{setting.label}.{setting.kind.lower()} "
                             "sets for its runs")
             # read by filtertoolong and concat_pairs only, which the runner puts on EXTRAPOLATE
             # and INTERPOLATE corpora: anywhere else they would change nothing
-            unread = set(keys) & {*EXTRAPOLATE_KEYS, *INTERPOLATE_KEYS}
+            unread = set(keys) & {*EXTRAPOLATE_KEYS, *INTERPOLATE_KEYS} - own
             if unread:
                 _fail(path, f"{where} sets {sorted(unread)}, which no transform of data.{setting.label} "
                             f"({setting.kind}) reads: it would change nothing; declare `extrapolate: N` or "

@@ -119,29 +119,33 @@ def resolve_attention_options(opt):
     return opt
 
 
+def transformer_stacks(opt):
+    """(side, its model-size option) of each stack built of Transformer layers."""
+    stacks = []
+    if getattr(opt, "encoder_type", None) == "transformer":
+        stacks.append(("src", "enc_hid_size"))
+    if getattr(opt, "decoder_type", None) in ("transformer", "transformer_lm"):
+        stacks.append(("tgt", "dec_hid_size"))
+    return stacks
+
+
 def attention_dimensions(opt):
     """(option, model dimension) of each side built of Transformer attention layers.
     hidden_size, when set, is what OpenNMT-py copies to enc_hid_size and dec_hid_size
     (`update_model_opts`)."""
-    sides = []
-    if getattr(opt, "encoder_type", None) == "transformer":
-        sides.append("enc_hid_size")
-    if getattr(opt, "decoder_type", None) in ("transformer", "transformer_lm"):
-        sides.append("dec_hid_size")
+    sizes = [size_option for _, size_option in transformer_stacks(opt)]
     if getattr(opt, "hidden_size", -1) > 0:
-        return [("hidden_size", opt.hidden_size)] if sides else []
-    return [(side, getattr(opt, side)) for side in sides if getattr(opt, side, None)]
+        return [("hidden_size", opt.hidden_size)] if sizes else []
+    return [(size_option, getattr(opt, size_option)) for size_option in sizes if getattr(opt, size_option, None)]
 
 
 def check_embedding_sizes(opt):
     """A Transformer adds positions and residuals to its embeddings with no projection
     in between: they must be of the model's size (OpenNMT-py fails in its first layer
     norm, with a shape in the message and no option)."""
-    stacks = (("src", "enc_hid_size", getattr(opt, "encoder_type", None) == "transformer"),
-              ("tgt", "dec_hid_size", getattr(opt, "decoder_type", None) in ("transformer", "transformer_lm")))
-    for side, size_option, transformer in stacks:
+    for side, size_option in transformer_stacks(opt):
         emb, dim = getattr(opt, f"{side}_word_vec_size", None), getattr(opt, size_option, None)
-        if transformer and emb is not None and dim is not None and emb != dim:
+        if emb is not None and dim is not None and emb != dim:
             emb_option = "word_vec_size" if getattr(opt, "word_vec_size", -1) > 0 else f"{side}_word_vec_size"
             dim_option = "hidden_size" if getattr(opt, "hidden_size", -1) > 0 else size_option
             raise ValueError(f"{emb_option} {emb} differs from {dim_option} {dim}: a Transformer's embeddings "

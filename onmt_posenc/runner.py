@@ -31,7 +31,7 @@ import yaml
 
 from onmt_posenc import experiment as experiments
 from onmt_posenc import curves, interpolate, report, stock
-from onmt_posenc.analysis import file_in_the_way
+from onmt_posenc.analysis import not_a_folder
 from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
 from onmt_posenc.runs import (AVERAGED, FAILURE, RESULT, WARM_START, corpus_files, data_dir, file_digest, is_stale,
@@ -507,11 +507,10 @@ def main(args):
         shard = experiments.parse_shard(args.shard) if args.shard else None
         experiments.check_options(experiment)  # every run, before the first one trains
         check_data_files(experiment, experiments.shard(experiment.runs, *shard) if shard else experiment.runs)
-        in_the_way = file_in_the_way(experiment.output)
-        if in_the_way is not None:
-            because = "" if in_the_way == experiment.output else f" ({in_the_way} is a file)"
-            raise experiments.ExperimentError(f"the output {experiment.output} is not a folder{because}; name a "
-                                              "folder (--output, or output in the file)")
+        problem = not_a_folder(experiment.output)
+        if problem is not None:
+            raise experiments.ExperimentError(f"the output {experiment.output} {problem}; name a folder "
+                                              "(--output, or output in the file)")
     except experiments.ExperimentError as error:
         print(f"onmt-posenc run: error: {error}", file=sys.stderr)
         return 2

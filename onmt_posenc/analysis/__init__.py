@@ -51,11 +51,14 @@ def read_texts(paths, limit=None):
     return [lines[:limit] for lines in texts]
 
 
-def file_in_the_way(folder):
-    """The file standing where `folder` or one of its parents should be a folder, or None."""
+def not_a_folder(folder):
+    """Why `folder` cannot be used or made as a folder ('is not a folder', naming the file
+    where a parent is one), or None."""
     for path in (folder, *folder.parents):
         if path.exists():
-            return None if path.is_dir() else path
+            if path.is_dir():
+                return None
+            return "is not a folder" + ("" if path == folder else f" ({path} is a file)")
     return None
 
 

@@ -56,8 +56,9 @@ def warn_unknown_tokens(command, loaded, texts):
 
     for side, path, lines in texts:
         vocab = loaded.vocabs[side]
+        unk = vocab[DefaultTokens.UNK]
         ids = [i for line in lines for i in vocab(line)]
-        unknown = sum(i == vocab[DefaultTokens.UNK] for i in ids) / max(len(ids), 1)
+        unknown = sum(i == unk for i in ids) / max(len(ids), 1)
         if unknown > UNKNOWN_SHARE_WARNED:
             print(f"onmt-posenc {command}: warning: {unknown:.0%} of the tokens of {path} are not in the "
                   f"model's {side} vocabulary: is it the text the model was trained on, tokenized the same way?",

@@ -27,7 +27,7 @@ from configargparse import ConfigFileParserException
 
 from onmt_posenc import stock
 from onmt_posenc.arguments import one_token
-from onmt_posenc.analysis import AnalysisError, check_outputs, file_in_the_way, models, read_texts
+from onmt_posenc.analysis import AnalysisError, check_outputs, models, not_a_folder, read_texts
 from onmt_posenc.config_include import merged_mapping
 from onmt_posenc.evaluate import corpus_bleu
 from onmt_posenc.experiment import translate_options_problem
@@ -167,10 +167,9 @@ def main(args):
     if args.translate_config is not None:
         check_translate_config(args.translate_config)
     workdir = Path(args.workdir)
-    in_the_way = file_in_the_way(workdir)
-    if in_the_way is not None:
-        raise AnalysisError(f"--workdir {workdir} is not a folder"
-                            + ("" if in_the_way == workdir else f" ({in_the_way} is a file)"))
+    problem = not_a_folder(workdir)
+    if problem is not None:
+        raise AnalysisError(f"--workdir {workdir} {problem}")
     workdir.mkdir(parents=True, exist_ok=True)  # first: --json may name a file in it
     check_outputs(args, "json")
 
