@@ -163,15 +163,20 @@ def add_arguments(parser):
     parser.add_argument("output", help="where to write the phrase indices (the path_tgt_phrases file)")
 
 
-def main(args):
-    check_not_an_input(args.output, [args.target])  # the indices would replace the text
+def chunk_file(target, output):
+    """The phrase indices of every line of `target` into `output`; returns
+    (lines, tokens, phrases)."""
     # Read first: a line that is not UTF-8 is named before any output is written.
-    lines = read_lines(args.target)
+    lines = read_lines(target)
     chunker = JapaneseChunker()
     phrases = [chunker.token_phrases(line.split()) for line in lines]
-    write_lines(args.output, [" ".join(map(str, ids)) for ids in phrases])
-    n_lines, n_tokens = len(phrases), sum(len(ids) for ids in phrases)
-    n_phrases = sum(ids[-1] + 1 for ids in phrases if ids)
+    write_lines(output, [" ".join(map(str, ids)) for ids in phrases])
+    return len(phrases), sum(len(ids) for ids in phrases), sum(ids[-1] + 1 for ids in phrases if ids)
+
+
+def main(args):
+    check_not_an_input(args.output, [args.target])  # the indices would replace the text
+    n_lines, n_tokens, n_phrases = chunk_file(args.target, args.output)
     per_phrase = n_tokens / n_phrases if n_phrases else 0.0
     print(
         f"{args.output}: {n_lines} lines, {n_tokens} tokens, {n_phrases} phrases "

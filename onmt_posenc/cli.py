@@ -11,7 +11,7 @@ from onmt_posenc.interpolate import InterpolateError
 
 COMMANDS = {
     "chunk-ja": ("onmt_posenc.chunk_japanese", "Japanese phrase boundaries for perSPE (MeCab + nltk RegexpParser)"),
-    "prepare": ("onmt_posenc.prepare_corpus", "Multi30k or toy-ende in the layout of `run --data`: download or local copy"),
+    "prepare": ("onmt_posenc.prepare_corpus", "Multi30k, KFTT or toy-ende in the layout of `run --data`: download or local copy"),
     "prepare-wmt16": ("onmt_posenc.prepare_wmt16", "WMT16 En-De as in the SHAPE paper: download, then build all data settings"),
     "interpolate": ("onmt_posenc.interpolate", "INTERPOLATE dev/test files: join N sentences per line, split translations back"),
     "evaluate": ("onmt_posenc.evaluate", "detokenized sacreBLEU per newstest year with dev/test macro averages"),

@@ -16,14 +16,24 @@ match). `split_scores` also scores the sentences one by one after splitting
 each line at its separators, and counts the lines whose separators do not
 match their reference's.
 
+Japanese (and Chinese, Korean) text has no spaces between words: 13a would
+count a whole sentence as one or two "words". The target language chooses
+sacreBLEU's tokenizer (ja: ja-mecab, zh: zh, ko: ko-mecab, else 13a); without
+one, references with kana in most lines are scored as Japanese. Japanese is
+never scored with 13a: a language that says otherwise for such references is
+refused. chrF (character n-grams, no tokenizer) is computed beside BLEU, and
+BLEU's brevity penalty and n-gram precisions are kept, to tell how much of a
+difference is length.
+
 The same functions score the runner's evaluation sets (onmt_posenc.runner).
 """
 import argparse
+import re
 import string
 import sys
 from typing import NamedTuple
 
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 
 from onmt_posenc.arguments import one_token
 from onmt_posenc.interpolate import DEFAULT_SEP, fit_to_slots, read_lines, split_segments
@@ -38,10 +48,42 @@ class EvaluateError(ValueError):
     pass
 
 
+# sacreBLEU's tokenizer for a target language; 13a for the others
+LANGUAGE_TOKENIZERS = {"ja": "ja-mecab", "zh": "zh", "ko": "ko-mecab"}
+_KANA = re.compile(r"[\u3041-\u309f\u30a0-\u30ff]")
+
+
 class Bleu(NamedTuple):
     score: float
-    length_ratio: float  # hypothesis length / reference length (sacreBLEU's, in 13a tokens)
+    length_ratio: float  # hypothesis length / reference length (sacreBLEU's, in its tokens)
     signature: str
+    chrf: float = None
+    brevity_penalty: float = None
+    precisions: tuple = ()  # BLEU's 1- to 4-gram precisions, in %
+    chrf_signature: str = None
+
+    def details(self):
+        """What a result stores beside the score: chrF, brevity penalty, precisions."""
+        return {"chrf": self.chrf, "brevity_penalty": self.brevity_penalty, "precisions": list(self.precisions)}
+
+
+def looks_japanese(refs):
+    """Most non-empty reference lines hold kana (Japanese script; Chinese has none)."""
+    lines = [line for line in refs if line.strip()]
+    return bool(lines) and sum(bool(_KANA.search(line)) for line in lines) * 2 > len(lines)
+
+
+def bleu_tokenizer(refs, language=None):
+    """sacreBLEU's tokenizer for references `refs` of the target language `language`
+    (None: Japanese if they look Japanese, else 13a)."""
+    japanese = looks_japanese(refs)
+    if language is None:
+        return "ja-mecab" if japanese else "13a"
+    tokenize = LANGUAGE_TOKENIZERS.get(language, "13a")
+    if japanese and tokenize != "ja-mecab":
+        raise EvaluateError(f"the references look Japanese (kana in most lines) but the target language is "
+                            f"{language!r}, which would score them with {tokenize}: give the target language ja")
+    return tokenize
 
 
 def hypothesis_segments(line, detokenizer, sep=DEFAULT_SEP):
@@ -53,21 +95,24 @@ def reference_segments(line, sep=DEFAULT_SEP):
     return [" ".join(segment) for segment in split_segments(line.split(), sep)]
 
 
-def _bleu(hyps, refs):
+def _bleu(hyps, refs, language=None):
     if len(hyps) != len(refs):
         raise EvaluateError(f"{len(hyps)} hypotheses but {len(refs)} references")
     if not hyps:
         raise EvaluateError("no sentences to score")
-    metric = BLEU()
+    metric, chrf = BLEU(tokenize=bleu_tokenizer(refs, language)), CHRF()
     score = metric.corpus_score(hyps, [refs])
-    return Bleu(score.score, score.sys_len / max(score.ref_len, 1), str(metric.get_signature()))
+    return Bleu(score.score, score.sys_len / max(score.ref_len, 1), str(metric.get_signature()),
+                chrf.corpus_score(hyps, [refs]).score, score.bp, tuple(score.precisions),
+                str(chrf.get_signature()))
 
 
-def corpus_bleu(hyps, refs, sep=DEFAULT_SEP):
-    """BLEU of tokenized hypothesis lines against raw reference lines, separators removed."""
+def corpus_bleu(hyps, refs, sep=DEFAULT_SEP, language=None):
+    """BLEU (and chrF) of tokenized hypothesis lines against raw reference lines, separators
+    removed; `language`: the target language (see bleu_tokenizer)."""
     detokenizer = tokenizer()
     return _bleu([" ".join(hypothesis_segments(line, detokenizer, sep)) for line in hyps],
-                 [" ".join(reference_segments(line, sep)) for line in refs])
+                 [" ".join(reference_segments(line, sep)) for line in refs], language)
 
 
 def is_joined(refs, sep=DEFAULT_SEP):
@@ -75,7 +120,7 @@ def is_joined(refs, sep=DEFAULT_SEP):
     return any(sep in line.split() for line in refs)
 
 
-def split_scores(hyps, refs, sep=DEFAULT_SEP):
+def split_scores(hyps, refs, sep=DEFAULT_SEP, language=None):
     """Joined lines split at their separators and scored sentence by sentence.
 
     A hypothesis with more or fewer separators than its reference still gives
@@ -91,17 +136,17 @@ def split_scores(hyps, refs, sep=DEFAULT_SEP):
         mismatched += len(segments) != len(ref_segments)
         hyp_sentences += [detokenizer.detokenize(s) for s in fit_to_slots(segments, len(ref_segments))]
         ref_sentences += ref_segments
-    bleu = _bleu(hyp_sentences, ref_sentences)
+    bleu = _bleu(hyp_sentences, ref_sentences, language)
     return {"bleu": bleu.score, "length_ratio": bleu.length_ratio, "sentences": len(ref_sentences),
             "lines": len(refs), "separator_mismatches": mismatched}
 
 
-def score_files(hyp_path, ref_path, sep=DEFAULT_SEP):
+def score_files(hyp_path, ref_path, sep=DEFAULT_SEP, language=None):
     """corpus_bleu of a tokenized hypothesis file against a raw reference file."""
     hyps, refs = read_lines(hyp_path), read_lines(ref_path)
     if len(hyps) != len(refs):
         raise EvaluateError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
-    return corpus_bleu(hyps, refs, sep)
+    return corpus_bleu(hyps, refs, sep, language)
 
 
 def table(scores):
@@ -151,6 +196,9 @@ def add_arguments(parser):
                         help="raw reference file; '{year}' stands for each year")
     parser.add_argument("--years", type=year_range,
                         help="years for '{year}', e.g. 2010-2016 or 2014,2016 (default: 2010-2016)")
+    parser.add_argument("--target-language", metavar="LANG",
+                        help="the references' language, which chooses sacreBLEU's tokenizer (ja: ja-mecab, zh, "
+                             "ko: ko-mecab, else 13a; default: ja-mecab for references that look Japanese, else 13a)")
     parser.add_argument("--sep", type=one_token, default=DEFAULT_SEP, help="INTERPOLATE separator token (default: %(default)s)")
 
 
@@ -168,17 +216,20 @@ def main(args):
     scores, signature = {}, None
     try:
         if not per_year:
-            bleu = score_files(args.hyp, args.ref, args.sep)
-            print(f"BLEU = {bleu.score:.2f} (hyp/ref length {bleu.length_ratio:.3f}; {bleu.signature})")
+            bleu = score_files(args.hyp, args.ref, args.sep, args.target_language)
+            print(f"BLEU = {bleu.score:.2f} (hyp/ref length {bleu.length_ratio:.3f}, brevity penalty "
+                  f"{bleu.brevity_penalty:.3f}, n-gram precisions {'/'.join(f'{p:.1f}' for p in bleu.precisions)}; "
+                  f"{bleu.signature})")
+            print(f"chrF = {bleu.chrf:.2f} ({bleu.chrf_signature})")
             refs = read_lines(args.ref)
             if is_joined(refs, args.sep):
-                split = split_scores(read_lines(args.hyp), refs, args.sep)
+                split = split_scores(read_lines(args.hyp), refs, args.sep, args.target_language)
                 print(f"split into {split['sentences']} sentences: BLEU = {split['bleu']:.2f}; "
                       f"{split['separator_mismatches']} of {split['lines']} lines had a wrong number of "
                       f"separators")
             return 0
         for year in args.years or YEARS:
-            bleu = score_files(args.hyp.format(year=year), args.ref.format(year=year), args.sep)
+            bleu = score_files(args.hyp.format(year=year), args.ref.format(year=year), args.sep, args.target_language)
             scores[year], signature = bleu.score, bleu.signature
     except (EvaluateError, OSError) as error:
         print(f"onmt-posenc evaluate: error: {error}", file=sys.stderr)

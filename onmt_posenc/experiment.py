@@ -70,6 +70,7 @@ there is no speed analysis to ask for.
 setting takes its files from the folder (see `folder_data`) and keeps its
 EXTRAPOLATE/INTERPOLATE choice and settings.
 """
+import dataclasses
 import functools
 import itertools
 import re
@@ -82,6 +83,7 @@ from configargparse import ConfigFileParserException
 from onmt_posenc.arguments import is_one_token
 from onmt_posenc.config_include import merged_mapping, read_yaml
 from onmt_posenc.interpolate import DEFAULT_SEP
+from onmt_posenc.prepare_corpus import LANGUAGES_FILE
 from onmt_posenc.synthetic import EVAL_SETS, SyntheticTask
 
 TOP_KEYS = {"name", "output", "recipe", "settings", "methods", "baseline", "data", "grid", "evaluation", "analyses"}
@@ -135,6 +137,7 @@ class DataSetting:
     interpolate: int = None  # INTERPOLATE: sentences joined per example
     single_pairs: int = None  # INTERPOLATE: single training pairs mixed in per joined example
     warm_start: str = None  # the data setting whose run of the same method, K and seed each run starts from
+    target_language: str = None  # chooses the BLEU tokenizer (evaluate.bleu_tokenizer); None: from the text
 
     @property
     def kind(self):
@@ -195,6 +198,14 @@ class Experiment:
     analyses: dict  # name -> options (defaults filled in)
     # one run of each method and data setting no grid line uses: never run, but check_options checks their keys
     unused: list = field(default_factory=list)
+
+    @property
+    def translated_sets(self):
+        """The evaluation sets each run translates: the BLEU table's and those whose translations
+        the analyses read (length buckets; the swapped evaluation's original order)."""
+        named = [*self.analyses.get("length_buckets", {}).get("sets", []),
+                 *([self.analyses["swapped"]["set"]] if "swapped" in self.analyses else [])]
+        return list(dict.fromkeys([*self.eval_sets, *named]))
 
     def warm_start_source(self, run):
         """The run `run` starts from (its data setting's warm_start), or None."""
@@ -375,7 +386,8 @@ def _positive(value, path, where):
 def _data_setting(label, spec, base, path, folder=None):
     """A data setting from its mapping; `folder` (--data) replaces where its files come from."""
     spec = _mapping(spec, path, f"data.{label}")
-    known = {"train", "valid", "eval", "synthetic", "folder", "settings", *COUNT_KEYS, "warm_start"}
+    known = {"train", "valid", "eval", "synthetic", "folder", "settings", *COUNT_KEYS, "warm_start", "target_language",
+             "train_pairs"}
     unknown = set(spec) - known
     if unknown:
         _fail(path, f"data.{label}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -387,6 +399,10 @@ def _data_setting(label, spec, base, path, folder=None):
         _fail(path, f"data.{label}.single_pairs mixes single pairs into joined ones: it needs interpolate")
     if spec.get("warm_start") is not None:
         shape["warm_start"] = _string(spec["warm_start"], path, f"data.{label}.warm_start")
+    language = spec.get("target_language")
+    if language is not None:
+        _string(language, path, f"data.{label}.target_language")
+    train_pairs = _positive(spec.get("train_pairs"), path, f"data.{label}.train_pairs")
     sources = [key for key in ("train", "synthetic", "folder") if key in spec]
     if folder is not None:
         sources, spec = ["folder"], {"folder": str(folder)}
@@ -394,7 +410,7 @@ def _data_setting(label, spec, base, path, folder=None):
     if len(sources) != 1:
         _fail(path, f"data.{label} needs one of train (with eval), synthetic or folder; got {sources or 'none'}")
     if sources == ["synthetic"]:
-        extra = {"train", "valid", "eval"} & set(spec)
+        extra = {"train", "valid", "eval", "train_pairs", "target_language"} & set(spec)
         if extra:
             _fail(path, f"data.{label}: a synthetic data setting has no files; remove {sorted(extra)}")
         options = _mapping(spec["synthetic"], path, f"data.{label}.synthetic")
@@ -417,6 +433,7 @@ def _data_setting(label, spec, base, path, folder=None):
         if extra:
             _fail(path, f"data.{label}: a folder data setting takes its files from the folder; remove {sorted(extra)}")
         spec = folder_data(base / _string(spec["folder"], path, f"data.{label}.folder"), shape["interpolate"], path)
+        language = language or spec["target_language"]
     if "eval" not in spec:
         _fail(path, f"data.{label} needs eval (the sets to translate and score)")
     eval_sets = {name: _file_pair(pair, base, path, f"data.{label}.eval.{name}")
@@ -427,14 +444,27 @@ def _data_setting(label, spec, base, path, folder=None):
         if shape["interpolate"] and pair.join not in (None, shape["interpolate"]):
             _fail(path, f"data.{label}.eval.{name}.join is {pair.join}, but interpolate joins every "
                         f"evaluation set {shape['interpolate']} per line")
+    train = _file_pair(spec["train"], base, path, f"data.{label}.train")
+    if train_pairs is not None:
+        if train.lines is not None:
+            _fail(path, f"data.{label}: train.lines and train_pairs both cut the training pairs; keep one")
+        train = dataclasses.replace(train, lines=train_pairs)
     return DataSetting(
         label,
-        train=_file_pair(spec["train"], base, path, f"data.{label}.train"),
+        train=train,
         valid=_file_pair(spec["valid"], base, path, f"data.{label}.valid") if "valid" in spec else None,
         eval_sets=eval_sets,
         settings=settings,
+        target_language=language,
         **shape,
     )
+
+
+def needs_target_phrases(config):
+    """Does a run's config train phrase-level perSPE on the decoder (perspe_unit phrase,
+    the default), which reads a phrase file beside its training target?"""
+    target = config.get("tgt_position_encoding") or ("perspe" if config.get("perspe_range") is not None else None)
+    return target == "perspe" and config.get("perspe_unit") in (None, "phrase")
 
 
 def uses_shape(config):
@@ -610,7 +640,9 @@ def folder_data(folder, interpolate=None, path=None):
 
     valid = pair("val", lines=first("val", FOLDER_VALID_LINES))
     test = pair("test", lines=first("test", FOLDER_TEST_LINES))
-    return {"train": pair("train"), "valid": valid,
+    languages = folder / LANGUAGES_FILE
+    language = languages.read_text(encoding="utf-8").split()[1:2] if languages.is_file() else []
+    return {"train": pair("train"), "valid": valid, "target_language": language[0] if language else None,
             "eval": {"valid": valid, "test": test, "concat": {**test, "join": interpolate or 2}}}
 
 
@@ -802,11 +834,6 @@ def check_options(experiment):
             preflight.check_schedule(opt)
         except preflight.PreflightError as error:
             raise ValueError(str(error)) from None
-        if opt.tgt_position_encoding == "perspe" and opt.perspe_unit == "phrase":  # else a failure at update 1
-            raise ValueError("perspe_range perturbs target phrases (perspe_unit: phrase, the default), which needs "
-                             "a phrase file per training corpus (path_tgt_phrases); the runner's corpora have none: "
-                             "set perspe_unit: token, or train phrase-level perSPE with onmt_train "
-                             "(docs/methods.md)")
 
     # the runner's keys, which the parser requires, as placeholders: only parsed, never opened
     placeholders = yaml.safe_dump({"data": {"corpus": {"path_src": "src", "path_tgt": "tgt"}}, "src_vocab": "vocab"})
@@ -822,6 +849,17 @@ def check_options(experiment):
             key = _key_named(message, keys)
             where = f"{run.sources.get(key, 'settings')}.{key}: " if key else f"run {run.id}: "
             _fail(experiment.path, where + _parse_error_text(message, key or ""))
+
+    # phrase-level perSPE reads one phrase index per target token of each training line: the
+    # runner makes them from the training target (runs.prepare_phrases); INTERPOLATE's joining
+    # changes the target after them
+    for run in experiment.runs:
+        setting = experiment.data[run.data]
+        if (setting.interpolate or setting.synthetic) and needs_target_phrases(run.config):
+            why = "joins the target after the phrases are read" if setting.interpolate else "is not Japanese"
+            _fail(experiment.path, f"{run.sources.get('perspe_range', 'settings')}.perspe_range: phrase-level perSPE "
+                                   f"(perspe_unit: phrase, the default) reads the phrases of each training target "
+                                   f"line, but data.{run.data} {why}; set perspe_unit: token")
 
     # a warm-started run loads its source's weights (non-strictly, with update_vocab): a
     # model option that differs would leave weights unloaded or misread, without a word

@@ -35,7 +35,8 @@ from onmt_posenc.analysis import not_a_folder
 from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
 from onmt_posenc.runs import (AVERAGED, FAILURE, RESULT, WARM_START, corpus_files, data_dir, file_digest, is_stale,
-                              evaluated_otherwise, evaluation_of, longest_training_source, prepare_data, read_stored,
+                              evaluated_otherwise, evaluation_of, longest_training_source, prepare_data, prepare_phrases,
+                              read_stored,
                               run_config, run_dir, run_fields, settings_of, warm_source_changed, write_json,
                               write_text_atomically)
 
@@ -217,10 +218,12 @@ class RunExecutor:
         self.stock("onmt_average_models", ["-models", *averaged, "-output", self.dir / AVERAGED], "average")
         (self.dir / "hyp").mkdir(exist_ok=True)
         scores, hyps = {}, {}
-        for name, files in self.files["eval"].items():
+        for name in self.experiment.translated_sets:
+            files = self.files["eval"][name]
             self.progress.say(f"translate {name}")
             hyps[name] = interpolate.read_lines(self.translate(files.src, self.dir / "hyp" / f"{name}.txt"))
-            scores[name] = self.score(hyps[name], interpolate.read_lines(files.ref))
+            scores[name] = self.score(hyps[name], interpolate.read_lines(files.ref),
+                                      self.experiment.data[self.run.data].target_language)
         self.progress.say("BLEU " + ", ".join(f"{name} {score['bleu']:.2f}" for name, score in scores.items()))
         analyses, errors = self.analyses(hyps)
         curve = curves.read(self.logs / "train.log", config.get("valid_steps", curves.DEFAULT_VALID_STEPS))
@@ -229,9 +232,12 @@ class RunExecutor:
         return {
             **run_fields(self.run), "status": "finished",
             "bleu": {name: score["bleu"] for name, score in scores.items()},
+            "chrf": {name: score["chrf"] for name, score in scores.items()},
+            "bleu_details": {name: score["details"] for name, score in scores.items()},
             "length_ratio": {name: score["length_ratio"] for name, score in scores.items()},
             "joined": {name: score["joined"] for name, score in scores.items() if "joined" in score},
             "bleu_signature": next(iter(scores.values()))["signature"],
+            "chrf_signature": next(iter(scores.values()))["chrf_signature"],
             "training_speed": curves.training_speed(self.logs / "train.log"),
             "curve": curve, "convergence": curves.convergence(curve["valid"]),
             "resumed_from": checkpoint_step(resume_from) if resume_from else None,
@@ -263,13 +269,15 @@ class RunExecutor:
         self.progress.say(f"start from {model}")
 
     @staticmethod
-    def score(hyps, refs):
-        """BLEU (separators removed) and length ratio; for joined sets also the BLEU of
-        the sentences split back and the count of lines with the wrong separators."""
-        bleu = corpus_bleu(hyps, refs)
-        score = {"bleu": bleu.score, "length_ratio": bleu.length_ratio, "signature": bleu.signature}
+    def score(hyps, refs, language=None):
+        """BLEU (separators removed), chrF, brevity penalty, n-gram precisions and length
+        ratio; for joined sets also the BLEU of the sentences split back and the count of
+        lines with the wrong separators. `language`: the target's (evaluate.bleu_tokenizer)."""
+        bleu = corpus_bleu(hyps, refs, language=language)
+        score = {"bleu": bleu.score, "length_ratio": bleu.length_ratio, "signature": bleu.signature,
+                 "chrf": bleu.chrf, "chrf_signature": bleu.chrf_signature, "details": bleu.details()}
         if is_joined(refs):
-            score["joined"] = split_scores(hyps, refs)
+            score["joined"] = split_scores(hyps, refs, language=language)
         return score
 
     def analyses(self, hyps):
@@ -442,6 +450,8 @@ def run_all(experiment, runs, stream=None):
         try:
             if run.data not in prepared:
                 prepared[run.data] = prepare_data(experiment.data[run.data], data_dir(experiment, run.data))
+            if experiments.needs_target_phrases(run.config):
+                prepare_phrases(prepared[run.data], data_dir(experiment, run.data), progress.say)
             record = execute_run(experiment, run, prepared[run.data], progress)
         except (OSError, ValueError) as error:  # the data of this setting is unusable
             record = {"id": run.id, "status": "failed", "error": f"data: {error}", "log": None}

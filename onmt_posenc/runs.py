@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from onmt_posenc import interpolate, synthetic
-from onmt_posenc.experiment import RUNNER_KEYS, FilePair, data_setting_keys
+from onmt_posenc.evaluate import LANGUAGE_TOKENIZERS
+from onmt_posenc.experiment import RUNNER_KEYS, FilePair, data_setting_keys, needs_target_phrases
 
 RESULT = "result.json"
 # a finished run's model: its last checkpoints averaged, the model evaluated
@@ -64,7 +65,8 @@ _NAMES = {str: "a string", int: "an integer", NUMBER: "a number", bool: "true or
 # [shape] (a list of such), Each(shape) or Maybe(shape).
 RECORD = {  # result.json or failure.json
     "status": str, "error": Maybe(str), "log": Maybe(str, null=True),
-    "bleu": Maybe(Each(NUMBER)), "length_ratio": Maybe(Each(NUMBER)),
+    "bleu": Maybe(Each(NUMBER)), "length_ratio": Maybe(Each(NUMBER)), "chrf": Maybe(Each(NUMBER)),
+    "bleu_details": Maybe(Each({"chrf": NUMBER, "brevity_penalty": NUMBER, "precisions": [NUMBER]})),
     "joined": Maybe(Each({"lines": int, "sentences": int, "bleu": NUMBER, "separator_mismatches": int})),
     "training_speed": Maybe({"tokens_per_second": NUMBER}, null=True),
     "train_seconds": Maybe(NUMBER), "seconds": Maybe(NUMBER),
@@ -272,6 +274,8 @@ def evaluation_of(experiment, setting):
     evaluation = {"sets": sets, "synthetic": setting.synthetic.__dict__ if setting.synthetic else None,
                   "translate": translate, "average_last": experiment.average_last,
                   "analyses": experiment.analyses}
+    if setting.target_language in LANGUAGE_TOKENIZERS:  # scored with another tokenizer than 13a
+        evaluation["target_language"] = setting.target_language
     return json.loads(json.dumps(evaluation, default=str))  # as result.json will read it back
 
 
@@ -281,7 +285,12 @@ def evaluated_otherwise(record, experiment, setting):
     return "evaluation" in record and record["evaluation"] != evaluation_of(experiment, setting)
 
 
-def corpora(setting, files, transforms):
+def phrase_file(directory):
+    """Where a data setting's target phrases live (prepare_phrases writes them)."""
+    return Path(directory) / "train.tgt.phrases"
+
+
+def corpora(setting, files, transforms, phrases=None):
     """The `data` of a run's OpenNMT-py config: the setting's files with its transforms
     after the config's own `transforms` (tokenization, say). EXTRAPOLATE filters the
     training corpus only (dev unchanged, as in the paper); INTERPOLATE joins the
@@ -290,7 +299,9 @@ def corpora(setting, files, transforms):
     (OpenNMT-py's corpus weights W:1, about as many tokens of each when W is the number
     joined). On a small corpus a Transformer trained on joined pairs alone may never learn
     to align them (Bao et al. 2021, G-Transformer, section 3): on Multi30k, 2+2 layers,
-    validation perplexity stopped at 71-73 (22 for single sentences) and BLEU at 4."""
+    validation perplexity stopped at 71-73 (22 for single sentences) and BLEU at 4.
+    `phrases`: phrase-level perSPE's file of the training target's phrases, read by the
+    `tgt_phrases` transform, last (it must see the target as the model reads it)."""
     plain, train, valid = list(transforms), list(transforms), list(transforms)
     if setting.extrapolate:
         train.append("filtertoolong")
@@ -299,6 +310,8 @@ def corpora(setting, files, transforms):
         valid.append("concat_pairs")
     pair = {"path_src": str(files["train"][0]), "path_tgt": str(files["train"][1])}
     data = {"train": {**pair, "transforms": train}}
+    if phrases is not None:
+        data["train"].update(path_tgt_phrases=str(phrases), transforms=train + ["tgt_phrases"])
     if setting.single_pairs:
         data["train"]["weight"] = 1
         data[SINGLE_PAIRS_CORPUS] = {**pair, "transforms": plain, "weight": setting.single_pairs}
@@ -315,8 +328,9 @@ def run_config(experiment, run, files):
     setting, directory = experiment.data[run.data], run_dir(experiment, run)
     config = {key: value for key, value in run.config.items() if key not in RUNNER_KEYS}
     config.update(data_setting_keys(setting))
+    phrases = phrase_file(data_dir(experiment, run.data)) if needs_target_phrases(config) else None
     config.update(
-        data=corpora(setting, files, config.get("transforms") or []),
+        data=corpora(setting, files, config.get("transforms") or [], phrases),
         save_data=str(directory / "samples"),
         src_vocab=str(directory / "vocab.src"),
         save_model=str(directory / "model"),
@@ -411,6 +425,23 @@ def prepare_data(setting, directory):
             _require_file(path)
     return {**files, "eval": {name: _copy_lines(pair, directory / "eval", name, setting.interpolate or pair.join)
                               for name, pair in setting.eval_sets.items()}}
+
+
+def prepare_phrases(files, directory, say):
+    """The phrase file of a data setting's training target (`onmt-posenc chunk-ja`'s), made
+    once and made again when the target changes (its SHA-256 is kept beside it)."""
+    from onmt_posenc.chunk_japanese import chunk_file
+
+    target, phrases = files["train"][1], phrase_file(directory)
+    digest, stamp = file_digest(target), phrases.with_suffix(".sha256")
+    if phrases.is_file() and stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == digest:
+        return phrases
+    say(f"target phrases of {target} for perSPE (chunk-ja)")
+    temporary = phrases.with_name(f".{phrases.name}.{os.getpid()}.tmp")
+    chunk_file(target, temporary)
+    os.replace(temporary, phrases)
+    write_text_atomically(stamp, digest + "\n")
+    return phrases
 
 
 def longest_training_source(directory):
