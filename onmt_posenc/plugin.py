@@ -33,7 +33,8 @@ def activate():
     _build_attention()
     _initialize_attention()
     _carry_target_phrases()
-    _load_checkpoints_safely()
+    load_checkpoints_safely()
+    _check_checkpoint_folders()
     _check_before_starting()
     _no_empty_translation_on_failure()
     _errors_in_one_line()
@@ -104,7 +105,7 @@ def _support_concat_pairs():
     @functools.wraps(stock_tokenize)
     def _tokenize(self, tokens, side="src", is_train=False):
         sep = getattr(self.opts, "concat_sep", None)
-        if sep not in tokens:
+        if sep is None or isinstance(tokens, str) or sep not in tokens:
             return stock_tokenize(self, tokens, side, is_train)
         pieces = [stock_tokenize(self, segment, side, is_train) for segment in split_segments(tokens, sep)]
         return join_segments(pieces, sep)
@@ -351,10 +352,15 @@ def _carry_target_phrases():
     Embeddings.forward = forward
 
 
-def _load_checkpoints_safely():
+def load_checkpoints_safely():
     """Every OpenNMT-py checkpoint load (translate, train_from, average, release,
-    the CTranslate2 converter) goes through torch.load, every save through torch.save."""
+    the CTranslate2 converter) goes through torch.load. Alone, it is `ONMT_POSENC=stock`
+    (startup.py): what stock OpenNMT-py needs to load a checkpoint on torch >= 2.6."""
     torch.load = checkpoints.safe_load(torch.load)
+
+
+def _check_checkpoint_folders():
+    """Every checkpoint save goes through torch.save."""
     torch.save = checkpoints.folder_checked_save(torch.save)
 
 
@@ -362,8 +368,9 @@ def _check_before_starting():
     """OpenNMT-py checks the corpus files in each training process, after onmt_train
     has spawned one per GPU. Check data, vocabularies and GPUs in the parent first,
     in `ArgumentParser.validate_train_opts` (which `onmt.bin.train.train` calls
-    before it spawns), and the corpus files in `ArgumentParser._validate_data`
-    (onmt_build_vocab's check, and each training process's), in one line each."""
+    before it spawns), the corpus files in `ArgumentParser._validate_data`
+    (onmt_build_vocab's check, and each training process's), and onmt_translate's
+    model, source and output in `onmt.bin.translate.translate`, in one line each."""
     from onmt.utils.parse import ArgumentParser
 
     from onmt_posenc import preflight
@@ -388,16 +395,20 @@ def _check_before_starting():
 
     ArgumentParser._validate_data = _validate_data
 
-    # onmt_translate calls it first, before it opens -output and loads the models.
-    stock_validate_translate_opts = ArgumentParser.validate_translate_opts.__func__
+    # onmt_translate's own function, before it opens -output and loads the models. Not in
+    # `validate_translate_opts`, which OpenNMT-py also calls with placeholders of its own:
+    # validation BLEU in onmt_train (scoring_utils: `-model dummy -src dummy`) and
+    # onmt_server (`src: dummy_src`), where nothing names a file of the user's.
+    from onmt.bin import translate as translate_command
 
-    @classmethod
-    @functools.wraps(stock_validate_translate_opts)
-    def validate_translate_opts(cls, opt):
-        stock_validate_translate_opts(cls, opt)
+    stock_translate = translate_command.translate
+
+    @functools.wraps(stock_translate)
+    def translate(opt):
         preflight.exit_on_error(preflight.check_translation, opt, torch.cuda.device_count())
+        return stock_translate(opt)
 
-    ArgumentParser.validate_translate_opts = validate_translate_opts
+    translate_command.translate = translate
 
 
 def _no_empty_translation_on_failure():

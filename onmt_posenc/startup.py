@@ -7,7 +7,13 @@ spawns). It adds a meta-path finder that waits for the `onmt` package to finish
 importing and then calls `onmt_posenc.plugin.activate()`. Nothing heavy is
 imported here, so unrelated Python programs pay nothing.
 
-`ONMT_POSENC=off` leaves OpenNMT-py stock (for A/B comparisons).
+`ONMT_POSENC` chooses how much of the extension a process gets:
+
+- unset or `on`: all of it;
+- `stock`: stock OpenNMT-py with safe checkpoint loading only (onmt_posenc.checkpoints):
+  the baseline of A/B comparisons, since on torch >= 2.6 stock OpenNMT-py cannot load
+  any checkpoint (translation, train_from, averaging fail on `weights_only`);
+- `off`: nothing at all, exactly stock OpenNMT-py, checkpoint loading included.
 """
 import importlib.abc
 import importlib.machinery
@@ -18,14 +24,32 @@ import warnings
 ENV_SWITCH = "ONMT_POSENC"
 
 
-def enabled():
-    return os.environ.get(ENV_SWITCH, "on").strip().lower() not in ("off", "0", "false", "no")
+MODES = ("on", "stock", "off")
+
+
+def _value():
+    return os.environ.get(ENV_SWITCH, "on").strip().lower()
+
+
+def mode():
+    """The value of ONMT_POSENC: 'on' (the default, also for an unknown value), 'stock' or
+    'off' (also 0, false, no)."""
+    value = _value()
+    if value in ("off", "0", "false", "no"):
+        return "off"
+    return "stock" if value == "stock" else "on"
 
 
 def _activate_plugin():
     from onmt_posenc import plugin
 
-    plugin.activate()
+    if _value() not in (*MODES, "", "1", "true", "yes", "0", "false", "no"):
+        print(f"onmt-posenc: ONMT_POSENC={os.environ[ENV_SWITCH]} is none of {', '.join(MODES)}: the extension "
+              "stays on", file=sys.stderr)
+    if mode() == "stock":
+        plugin.load_checkpoints_safely()
+    else:
+        plugin.activate()
 
 
 def _prepare_converter():
@@ -33,7 +57,8 @@ def _prepare_converter():
 
     from onmt_posenc import export
 
-    export.install()
+    if mode() == "on":  # stock: the converter as CTranslate2 ships it
+        export.install()
 
 
 # Module -> what to do once it has been imported. CTranslate2's OpenNMT-py
@@ -72,5 +97,5 @@ class _ActAfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-if enabled():
+if mode() != "off":
     sys.meta_path.insert(0, _ActAfterImport())
