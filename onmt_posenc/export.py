@@ -22,7 +22,8 @@ that module is imported) wraps four of its functions so that they export what
   scale feeds small vectors to its first layer norm, and its scores move by up
   to 1e-2, enough to change translations.
 - Shaw et al. (2018) relative positions, with OpenNMT-py's one table for keys and
-  values or with separate tables (`relative_values: separate`): CTranslate2's
+  values, with separate tables (`relative_values: separate`) or with the key term
+  alone (`relative_values: none`, a value table of zeros): CTranslate2's
   attention has both `relative_position_keys` and `relative_position_values`.
 - Rotary positions (`max_relative_positions: -1`) in an encoder-decoder model, in
   the self-attention of both stacks, with the model's `rotary_interleave`,
@@ -50,7 +51,10 @@ embeddings are per head, CTranslate2's relative tables are shared by the heads),
 positions in the attention combined with an absolute encoding (a CTranslate2
 stack has one or the other, never both), ALiBi (`max_relative_positions: -2`) in
 an encoder-decoder model (OpenNMT-py adds it in the encoder too; CTranslate2 has
-ALiBi in decoders only), and T5's bias with a CTranslate2 older than 4.8.5.
+ALiBi in decoders only), T5's bias with a CTranslate2 older than 4.8.5, the
+decaying mask (`relative_attention: decay`: no such term in CTranslate2), and
+positions in one stack's attention only (`relative_positions_side`: the stock
+converter builds both stacks' attention alike).
 
 Flash attention: CTranslate2's `FlashMultiHeadAttention` (decoder self-attention,
 `ctranslate2.Translator(..., flash_attention=True)`, CUDA only) has rotary and
@@ -224,6 +228,16 @@ def check_exportable(model_opt):
             "shared by all heads of a layer, and its relative attention bias (T5) is "
             "one scalar per head and distance, independent of the query"
         )
+    if method == "decay":
+        raise NotExportableError(
+            "relative_attention decay: the decaying mask multiplies the attention weights by a ramp "
+            "over the tokens each query sees, and CTranslate2's attention has no such term"
+        )
+    if method is not None and getattr(model_opt, "relative_positions_side", None) not in (None, "both"):
+        raise NotExportableError(
+            f"relative_positions_side {model_opt.relative_positions_side}: CTranslate2's OpenNMT-py converter "
+            "builds the self-attention of both stacks alike, positions in the attention or none"
+        )
     if method not in EXPORTED_ATTENTION:  # a variant added later: its export is not written yet
         raise NotExportableError(
             f"relative_attention {method}: the CTranslate2 export knows the positions of "
@@ -376,7 +390,8 @@ def _checking(stock_check_opt):
 
 def _separate_values(stock_set_attention):
     """Wrap `set_multi_head_attention(spec, variables, scope, ...)` for Shaw's
-    separate key and value tables (`relative_values: separate`)."""
+    separate key and value tables (`relative_values: separate`), or its key table
+    alone (`relative_values: none`: a value table of zeros adds no value term)."""
 
     @functools.wraps(stock_set_attention)
     def set_multi_head_attention(spec, variables, scope, *args, **kwargs):
@@ -386,7 +401,8 @@ def _separate_values(stock_set_attention):
         # The stock function reads OpenNMT-py's shared table as keys and values.
         shared = {f"{scope}.relative_positions_embeddings.weight": keys}
         stock_set_attention(spec, collections.ChainMap(shared, variables), scope, *args, **kwargs)
-        spec.relative_position_values = variables[f"{scope}.relative_values_embeddings.weight"]
+        values = variables.get(f"{scope}.relative_values_embeddings.weight")
+        spec.relative_position_values = torch.zeros_like(keys) if values is None else values
 
     return set_multi_head_attention
 

@@ -4,7 +4,8 @@ They are saved in checkpoints with the rest of `opt`, so translation rebuilds
 exactly the position scheme a model was trained with.
 """
 
-RELATIVE_VALUES_CHOICES = ("shared", "separate")
+RELATIVE_VALUES_CHOICES = ("shared", "separate", "none")
+SIDES = {"encoder": "src", "decoder": "tgt"}
 
 
 class ModelOptionsError(ValueError):
@@ -13,11 +14,23 @@ class ModelOptionsError(ValueError):
 
 def attention_scheme(relative_positions_buckets, max_relative_positions, relative_attention):
     """The self-attention variant a model's options choose (a name in onmt_posenc.attention):
-    T5 buckets first (as in OpenNMT-py), then max_relative_positions 0 / -1 / -2, else our
-    relative_attention option (Shaw's unless set)."""
+    T5 buckets first (as in OpenNMT-py), then max_relative_positions -1 / -2, else our
+    relative_attention option (Shaw's for max_relative_positions > 0 unless set; the
+    decaying mask needs no distance), else none."""
     if (relative_positions_buckets or 0) > 0:
         return "t5"
-    return {0: "absolute", -1: "rotary", -2: "alibi"}.get(max_relative_positions or 0, relative_attention or "shaw")
+    stock = {-1: "rotary", -2: "alibi"}.get(max_relative_positions or 0)
+    if stock is not None:
+        return stock
+    if relative_attention is not None:
+        return relative_attention
+    return "shaw" if (max_relative_positions or 0) > 0 else "absolute"
+
+
+def attention_sides(opt):
+    """The sides ('src', 'tgt') whose self-attention the attention scheme applies to."""
+    side = getattr(opt, "relative_positions_side", None)
+    return tuple(SIDES.values()) if side in (None, "both") else (SIDES[side],)
 
 
 def add_model_options(parser):
@@ -48,7 +61,19 @@ def add_model_options(parser):
         "'shaw': Shaw et al. 2018, key and value terms, distances clipped at "
         "max_relative_positions. 'music': Huang et al. 2018 (Music Transformer), a "
         "distance embedding per layer and head, keys only, same clipping (causal in the "
-        "decoder).",
+        "decoder). 'decay' (with max_relative_positions 0): no positions, the attention "
+        "weights multiplied by a ramp from 1 at the query's own token down to 0.1 at the "
+        "farthest token it sees (seed 003's decaying mask).",
+    )
+    group.add(
+        "--relative_positions_side",
+        "-relative_positions_side",
+        choices=("both", *SIDES),
+        default=None,
+        help="The self-attention that takes positions in the attention (relative positions, "
+        "rotary, ALiBi, T5 buckets, the decaying mask; unset: both). The other side's "
+        "self-attention has none: give that side an absolute encoding with "
+        "src_position_encoding / tgt_position_encoding, or none (the perSPE paper's Table 1).",
     )
     group.add(
         "--relative_values",
@@ -57,7 +82,8 @@ def add_model_options(parser):
         default=None,
         help="Shaw's relative tables (unset: 'shared'). 'shared': one table for keys and "
         "values, OpenNMT-py's parameterization (its checkpoints load unchanged). "
-        "'separate': the paper's two tables.",
+        "'separate': the paper's two tables. 'none': the key term only, no value term "
+        "(the simplified RPE of the perSPE paper's Table 1).",
     )
 
 
@@ -99,6 +125,13 @@ def resolve_attention_options(opt):
             # from before 2026-11-24 carry as a filled-in default)
             setattr(opt, key, None)
         return opt
+    side = getattr(opt, "relative_positions_side", None)
+    scheme = attention_scheme(0, opt.max_relative_positions, getattr(opt, "relative_attention", None))
+    if side is not None and scheme == "absolute":
+        raise ValueError(f"relative_positions_side {side} is set but no positions are in the attention "
+                         "(max_relative_positions 0, no relative_positions_buckets, no relative_attention)")
+    if scheme == "decay":
+        return _check_decaying_mask(opt)
     if opt.max_relative_positions <= 0:
         for key in ("relative_attention", "relative_values"):
             if getattr(opt, key, None) is not None:
@@ -116,6 +149,22 @@ def resolve_attention_options(opt):
                 "relative_attention music cannot be combined with full_context_alignment: the "
                 "decoder's causal form has no embeddings for future positions"
             )
+    return opt
+
+
+def _check_decaying_mask(opt):
+    """The decaying mask stands in for positions: no distance, no absolute encoding on its sides."""
+    if opt.max_relative_positions != 0:
+        raise ValueError(f"relative_attention decay takes no distance: max_relative_positions must be 0, got "
+                         f"{opt.max_relative_positions}")
+    if getattr(opt, "relative_values", None) is not None:
+        raise ValueError("relative_values applies to relative_attention shaw only (decay has no value term)")
+    for side in attention_sides(opt):
+        encoding = getattr(opt, f"{side}_position_encoding", None)
+        if encoding not in (None, "none"):
+            raise ValueError(f"relative_attention decay on the {'encoder' if side == 'src' else 'decoder'} with "
+                             f"{side}_position_encoding {encoding}: the decaying mask stands in for positions; set "
+                             f"{side}_position_encoding: none (and relative_positions_side for one side only)")
     return opt
 
 

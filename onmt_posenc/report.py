@@ -371,17 +371,31 @@ class Report:
             return
         self.add("## Position ablation", "",
                  "Teacher-forced features and perplexity of each trained model as trained and with its "
-                 "absolute position encoding removed (both sides).", "")
-        rows = []
+                 "absolute position encoding removed (seed 003's checks): from the encoder, the decoder, the "
+                 "decoder with the decaying mask in its self-attention (no training), or both sides. Cosine: "
+                 "of each token's encoder and decoder features with those of the model as trained. Yardsticks, "
+                 "measured: the cosine of two N(0, I) vectors of the model's dimension (the slides' baseline), "
+                 "and that of two different tokens' features of the model as trained.", "")
+        rows, sticks = [], []
         for record, result in results:
-            if result["removed_from"]:
-                removed = [" + ".join(result["removed_from"]), f"{result['encoder_cosine']:.3f}",
-                           f"{result['decoder_cosine']:.3f}"]
-                ppl_removed = f"{result['perplexity_removed']:.2f}"
-            else:  # the model is unchanged: 1 and the same perplexity by construction, no measurement
-                removed, ppl_removed = ["nothing (no absolute positions)", "–", "–"], "–"
-            rows.append([record["id"], *removed, f"{result['perplexity_kept']:.2f}", ppl_removed])
-        self.table(["run", "removed from", "encoder cosine", "decoder cosine", "ppl kept", "ppl removed"], rows)
+            if not result["removed_from"]:  # unchanged by construction: no measurement
+                rows.append([record["id"], "nothing (no absolute positions)", "–", "–",
+                             f"{result['perplexity_kept']:.2f}", "–"])
+                continue
+            conditions = result.get("conditions") or {" + ".join(result["removed_from"]): {
+                "encoder_cosine": result["encoder_cosine"], "decoder_cosine": result["decoder_cosine"],
+                "perplexity": result["perplexity_removed"]}}
+            for name, row in conditions.items():
+                rows.append([record["id"], name, f"{row['encoder_cosine']:.3f}", f"{row['decoder_cosine']:.3f}",
+                             f"{result['perplexity_kept']:.2f}", f"{row['perplexity']:.2f}"])
+            if result.get("yardsticks"):
+                y = result["yardsticks"]
+                sticks.append([record["id"], f"{y['random_mean']:.3f} ± {y['random_std']:.3f} (d = {y['dim']})",
+                               f"{y['encoder_other_token']:.3f}", f"{y['decoder_other_token']:.3f}"])
+        self.table(["run", "positions removed from", "encoder cosine", "decoder cosine", "ppl as trained",
+                    "ppl removed"], rows)
+        if sticks:
+            self.table(["run", "N(0, I) vectors", "two tokens, encoder", "two tokens, decoder"], sticks)
         config = next(r["config"] for r, _ in results)
         dim = config.get("word_vec_size") or config.get("hidden_size") or 512
         path = position_ablation.plot_sinusoids(

@@ -82,7 +82,11 @@ ANALYSES = {
     "shift_invariance": {"offsets": [int], "matrix": [[NUMBER]], "mean_off_diagonal": NUMBER,
                          "absolute_positions": bool},
     "position_ablation": {"removed_from": [str], "encoder_cosine": NUMBER, "decoder_cosine": NUMBER,
-                          "perplexity_kept": NUMBER, "perplexity_removed": NUMBER},
+                          "perplexity_kept": NUMBER, "perplexity_removed": NUMBER,
+                          "conditions": Maybe(Each({"encoder_cosine": NUMBER, "decoder_cosine": NUMBER,
+                                                    "perplexity": NUMBER})),
+                          "yardsticks": Maybe({"random_mean": NUMBER, "random_std": NUMBER, "dim": int,
+                                               "encoder_other_token": NUMBER, "decoder_other_token": NUMBER})},
     "token_nll": {"nll": [Maybe([NUMBER], null=True)], "frequency": Maybe([[int]])},
     # {set: result}; results stored before the training examples were scored are one result
     "swapped": Each({"applicable": bool, "examples": int, "original": Maybe(NUMBER), "swapped": Maybe(NUMBER),

@@ -232,13 +232,28 @@ def test_position_ablation_command(trained):
     # The trained model uses its positions: without them the gold translations get less likely.
     assert result["perplexity_removed"] > result["perplexity_kept"]
     assert open(f"{out}.png", "rb").read(8) == PNG_MAGIC
+    # seed 003's conditions: each side alone, the decoder with the decaying mask, both
+    conditions = result["conditions"]
+    assert list(conditions) == ["encoder", "decoder", "decoder+decay", "both"]
+    assert conditions["encoder"]["encoder_cosine"] < 0.999 and conditions["decoder"]["encoder_cosine"] == 1.0
+    assert conditions["decoder+decay"]["decoder_cosine"] != conditions["decoder"]["decoder_cosine"]
+    assert conditions["both"]["perplexity"] == result["perplexity_removed"]
+    # the slides' yardstick: N(0, I) vectors in d = 64 have cosine 0 on average, spread 1/sqrt(64)
+    sticks = result["yardsticks"]
+    assert abs(sticks["random_mean"]) < 0.01 and sticks["random_std"] == pytest.approx(64**-0.5, rel=0.05)
+    assert -1 <= sticks["decoder_other_token"] < 1
+    printed = run([command("onmt-posenc"), "position-ablation", "--model", trained["ape"], "--src", trained["src"],
+                   "--tgt", trained["tgt"]]).stdout
+    assert "decoder+decay" in printed and "cosine of N(0, I) vectors in 64 dimensions" in printed
 
 
 def test_ablation_leaves_the_model_as_it_was(trained):
     loaded = models.load_model(trained["shape"])
     before = [models.position_module(loaded.model, side) for side in ("src", "tgt")]
+    attentions = [layer.self_attn for layer in loaded.model.decoder.transformer_layers]
     position_ablation.ablate(loaded, models.read_lines(trained["src"], 3), models.read_lines(trained["tgt"], 3))
     assert [models.position_module(loaded.model, side) for side in ("src", "tgt")] == before
+    assert [layer.self_attn for layer in loaded.model.decoder.transformer_layers] == attentions
 
 
 def test_swapped_training_examples_are_the_joined_lines_of_the_corpus_as_trained_on(tmp_path):

@@ -48,6 +48,8 @@ TRAINED = {
                         "randomized_max_position": 64, "randomized_eval_length": 31},
     "shaw_shared": {"max_relative_positions": 16},
     "shaw_separate": {"max_relative_positions": 16, "relative_values": "separate"},
+    # the key term only (the perSPE paper's RPE): a value table of zeros in CTranslate2
+    "shaw_keys": {"max_relative_positions": 16, "relative_values": "none"},
     # OpenNMT-py's defaults: rotary_interleave off (a store_true flag), theta 10000, the whole head.
     "rotary": {"max_relative_positions": -1},
     # T5's own settings: 32 buckets, max distance 128.
@@ -58,6 +60,8 @@ REFUSED = {
     "music": {"max_relative_positions": 16, "relative_attention": "music"},
     "shaw_with_ape": {"max_relative_positions": 16, "src_position_encoding": "sinusoidal"},
     "alibi": {"max_relative_positions": -2},
+    "decay": {"relative_attention": "decay"},
+    "shaw_encoder_only": {"max_relative_positions": 16, "relative_positions_side": "encoder"},
 }
 # The trained rotary model with OpenNMT-py's other rotary options (its weights
 # were trained for the default ones): checked by their scores only.
@@ -69,7 +73,7 @@ ROTARY_OPTIONS = {
 # What is exported and compared: the SHAPE model once as trained (the released
 # code's inference offset K) and once with the paper's offset 0.
 VARIANTS = ["ape", "shape_offset_0", f"shape_offset_{SHAPE_K}", "per_side", "randomized_cape", "shaw_shared",
-            "shaw_separate", "rotary", "t5"]  # fmt: skip
+            "shaw_separate", "shaw_keys", "rotary", "t5"]  # fmt: skip
 SCORED = VARIANTS + list(ROTARY_OPTIONS)
 # Largest difference of a token's log-probability between the engines: float32
 # sums in different orders stay below 1e-5 here, each wrong T5 computation tried
@@ -379,6 +383,8 @@ def test_exported_position_term_is_onmt_sinusoid_from_the_offset(checkpoints, na
         ("music", "relative_attention music: its relative logits use a distance embedding per layer and head"),
         ("shaw_with_ape", "src_position_encoding sinusoidal with max_relative_positions 16: a CTranslate2 stack"),
         ("alibi", "max_relative_positions -2 (ALiBi) in an encoder-decoder model: OpenNMT-py adds"),
+        ("decay", "relative_attention decay: the decaying mask multiplies the attention weights by a ramp"),
+        ("shaw_encoder_only", "relative_positions_side encoder: CTranslate2's OpenNMT-py converter builds"),
     ],
 )
 def test_release_refuses_what_ctranslate2_cannot_run(workdir, checkpoints, name, reason):

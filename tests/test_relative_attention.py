@@ -25,6 +25,7 @@ from rounding import assert_matches
 from onmt_posenc.options import resolve_attention_options
 from onmt_posenc.attention import replacement_for
 from onmt_posenc.attention.alibi import AlibiAttention
+from onmt_posenc.attention.decaying_mask import DecayingMaskAttention
 from onmt_posenc.attention.distance_tables import distance_sums
 from onmt_posenc.attention.music import MusicRelativeAttention, skew
 from onmt_posenc.attention.rotary import RotaryAttention
@@ -164,13 +165,58 @@ def pair_distances(length):
 def test_shaw_separate_tables_match_direct_computation(side):
     is_decoder, mask_of = SIDES[side]
     module = randomized(ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0, is_decoder=is_decoder,
-                                              separate_values=True))
+                                              values="separate"))
     x, mask = inputs(), mask_of(LENGTHS)
     bucket = pair_distances(x.size(1)).clamp(-FAR, FAR) + FAR
     a_k = module.relative_keys_embeddings.weight[bucket][None]
     a_v = module.relative_values_embeddings.weight[bucket][None]
     expected = direct_attention(module, x, mask, key_term=a_k, value_term=a_v)
     assert_matches(module(x, x, x, mask=mask)[0], expected)
+
+
+@pytest.mark.parametrize("side", sorted(SIDES))
+def test_shaw_keys_only_matches_direct_computation(side):
+    """relative_values none: Shaw's key term, no value term (the perSPE paper's RPE)."""
+    is_decoder, mask_of = SIDES[side]
+    module = randomized(ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0, is_decoder=is_decoder, values="none"))
+    assert [n for n, _ in module.named_parameters() if n.startswith("relative")] == ["relative_keys_embeddings.weight"]
+    x, mask = inputs(), mask_of(LENGTHS)
+    bucket = pair_distances(x.size(1)).clamp(-FAR, FAR) + FAR
+    expected = direct_attention(module, x, mask, key_term=module.relative_keys_embeddings.weight[bucket][None])
+    assert_matches(module(x, x, x, mask=mask)[0], expected)
+
+
+def decaying_ramp(length, n, i, j, causal):
+    """Seed 003's ramp for one pair, written out: 1 at the query's own token, 0.1 at the
+    farthest token it sees (causal: the first; else either end of the n tokens), 0 unseen."""
+    if causal:
+        return 0.0 if j > i else 1.0 if i == 0 else 0.1 + 0.9 * j / i
+    return 0.0 if j >= n else 1 - 0.9 * abs(i - j) / max(i, n - 1 - i, 1)
+
+
+@pytest.mark.parametrize("side", sorted(SIDES))
+def test_decaying_mask_matches_direct_computation(side):
+    """softmax weights times the ramp, not renormalized; the mask row of the slides."""
+    is_decoder, mask_of = SIDES[side]
+    module = randomized(DecayingMaskAttention(HEADS, DIM, dropout=0.0, is_decoder=is_decoder))
+    x, mask = inputs(), mask_of(LENGTHS)
+    length = x.size(1)
+    ramps = torch.tensor([[[decaying_ramp(length, n, i, j, is_decoder) for j in range(length)]
+                           for i in range(length)] for n in LENGTHS])[:, None]
+    d = module.dim_per_head
+
+    def split(linear):
+        return linear(x).view(x.size(0), length, -1, d).transpose(1, 2)
+
+    q, k, v = split(module.linear_query), split(module.linear_keys), split(module.linear_values)
+    weights = (q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(mask, float("-inf")).softmax(-1)
+    context = (weights * ramps) @ v
+    expected = module.final_linear(context.transpose(1, 2).reshape(x.shape))
+    out, attn = module(x, x, x, mask=mask)
+    assert_matches(out, expected)
+    if is_decoder:  # the third token's row: [0.1, 0.55, 1, 0, ...] of its weights
+        assert ramps[0, 0, 2, :4].tolist() == pytest.approx([0.1, 0.55, 1.0, 0.0])
+        assert_matches(attn[0, :, 2, :3], weights[0, :, 2, :3] * torch.tensor([0.1, 0.55, 1.0]))
 
 
 @pytest.mark.parametrize("far", [FAR, 64])  # clipped, and every distance its own embedding
@@ -257,7 +303,9 @@ DECODERS = {
     "fused": lambda: SelfAttention(HEADS, DIM, dropout=0.0, fused=True),
     "plain": lambda: SelfAttention(HEADS, DIM, dropout=0.0, fused=False),
     "shaw": lambda: ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0),
-    "shaw-separate": lambda: ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0, separate_values=True),
+    "shaw-separate": lambda: ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0, values="separate"),
+    "shaw-keys": lambda: ShawRelativeAttention(HEADS, DIM, FAR, dropout=0.0, values="none"),
+    "decay": lambda: DecayingMaskAttention(HEADS, DIM, dropout=0.0),
     "music-fused": lambda: MusicRelativeAttention(HEADS, DIM, FAR, dropout=0.0, fused=True),
     "music-plain": lambda: MusicRelativeAttention(HEADS, DIM, FAR, dropout=0.0, fused=False),
     "rotary": lambda: RotaryAttention(HEADS, DIM, DIM // HEADS, rotary_interleave=True, rotary_theta=1e4, dropout=0.0),
@@ -383,6 +431,9 @@ def test_music_tables_initialized_per_layer(vocabs, init):
         (["-max_relative_positions", "-2"], AlibiAttention, []),
         (["-max_relative_positions", "32", "-relative_positions_buckets", "8"], T5BucketAttention,
          ["relative_attention_bias.weight"]),
+        (["-max_relative_positions", "8", "-relative_values", "none"], ShawRelativeAttention,
+         ["relative_keys_embeddings.weight"]),
+        (["-relative_attention", "decay"], DecayingMaskAttention, []),
     ],
 )
 def test_builder_installs_the_chosen_attention(vocabs, args, kind, names):
@@ -391,7 +442,38 @@ def test_builder_installs_the_chosen_attention(vocabs, args, kind, names):
         assert type(attention) is kind
         own = [n for n, _ in attention.named_parameters() if not n.startswith(("linear_", "final_linear"))]
         assert own == names
-        assert attention.fused == (kind is not ShawRelativeAttention)  # Shaw's value term needs the weights
+        # Shaw's value term and the decaying mask need the weights: the plain path
+        assert attention.fused == (kind not in (ShawRelativeAttention, DecayingMaskAttention))
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_relative_attention_on_one_side_matches_openmt_on_each_side(vocabs, side):
+    """relative_positions_side: the chosen side computes OpenNMT-py's Shaw attention, the
+    other OpenNMT-py's attention without positions, each with the stock model's weights."""
+    shaw_opt = model_options("-max_relative_positions", str(FAR))
+    plain_opt = model_options()
+    ours = model_builder.build_base_model(model_options(
+        "-max_relative_positions", str(FAR), "-relative_positions_side", side), vocabs)
+    encoder_kind, decoder_kind = ((ShawRelativeAttention, SelfAttention) if side == "encoder"
+                                  else (SelfAttention, ShawRelativeAttention))
+    assert all(type(layer.self_attn) is encoder_kind for layer in ours.encoder.transformer)
+    assert all(type(layer.self_attn) is decoder_kind for layer in ours.decoder.transformer_layers)
+    stock_shaw, stock_plain = randomized(stock_model(shaw_opt, vocabs)), randomized(stock_model(plain_opt, vocabs), 1)
+    encoder_from, decoder_from = (stock_shaw, stock_plain) if side == "encoder" else (stock_plain, stock_shaw)
+    ours.encoder.load_state_dict(encoder_from.encoder.state_dict(), strict=True)
+    ours.decoder.load_state_dict(decoder_from.decoder.state_dict(), strict=True)
+    for model in (ours, stock_shaw, stock_plain):
+        model.eval()
+    src = torch.randint(4, 40, (2, 30, 1), generator=torch.Generator().manual_seed(0))
+    tgt = torch.randint(4, 40, (2, 25, 1), generator=torch.Generator().manual_seed(1))
+    lengths = torch.tensor([30, 21])
+    with torch.no_grad():
+        enc_out, enc_final, _ = ours.encoder(src, lengths)
+        assert_matches(enc_out, encoder_from.encoder(src, lengths)[0])
+        ours.decoder.init_state(src, enc_out, enc_final)
+        decoder_from.decoder.init_state(src, enc_out, enc_final)
+        assert_matches(ours.decoder(tgt, enc_out, src_len=lengths)[0],
+                       decoder_from.decoder(tgt, enc_out, src_len=lengths)[0])
 
 
 def test_plain_path_follows_self_attn_type(vocabs):
@@ -445,6 +527,11 @@ def test_option_defaults():
         (dict(max_relative_positions=-1, relative_positions_buckets=32),
          "relative_positions_buckets needs max_relative_positions >= 0, T5's max distance"),
         (dict(max_relative_positions=-3), "max_relative_positions must be >= -2"),
+        (dict(relative_positions_side="encoder"), "relative_positions_side encoder is set but no positions"),
+        (dict(relative_attention="decay", max_relative_positions=8), "decay takes no distance"),
+        (dict(relative_attention="decay", relative_values="none"), "relative_values applies to relative_attention"),
+        (dict(relative_attention="decay", relative_positions_side="decoder", tgt_position_encoding="sinusoidal"),
+         "decay on the decoder with tgt_position_encoding sinusoidal: the decaying mask stands in for positions"),
         (dict(encoder_type="transformer", decoder_type="rnn", hidden_size=-1, enc_hid_size=500, heads=8),
          "heads 8 does not divide enc_hid_size 500: each head takes enc_hid_size / heads"),
     ],
@@ -558,6 +645,24 @@ def test_train_and_translate_music(workdir):
     assert model["decoder.transformer_layers.0.self_attn.relative_key_embeddings"].shape == (HEADS, FAR + 1, 16)
     assert model["encoder.transformer.0.self_attn.relative_key_embeddings"].shape == (HEADS, 2 * FAR + 1, 16)
     assert torch.load(checkpoint)["opt"].relative_attention == "music"
+    translate(workdir, checkpoint)
+
+
+@pytest.mark.parametrize("name, keys, kinds", [
+    # SPE in the encoder, the decaying mask without positions in the decoder (seed 003)
+    ("decay_decoder", dict(position_encoding=True, max_relative_positions=0, relative_attention="decay",
+                           relative_positions_side="decoder", tgt_position_encoding="none"),
+     ("DecayingMaskAttention", "SelfAttention")),
+    # the perSPE paper's RPE (keys only) in the encoder, nothing in the decoder (Table 1's RPE/none)
+    ("rpe_keys_encoder", dict(relative_values="none", relative_positions_side="encoder"),
+     ("ShawRelativeAttention", "SelfAttention")),
+])
+def test_train_and_translate_with_positions_in_one_side(workdir, name, keys, kinds):
+    checkpoint, log = train(workdir, name, **keys)
+    for kind in kinds:
+        assert kind in log
+    opt = torch.load(checkpoint)["opt"]
+    assert opt.relative_positions_side == keys["relative_positions_side"]
     translate(workdir, checkpoint)
 
 

@@ -152,12 +152,16 @@ def has_absolute_positions(model, side):
 
 
 @contextlib.contextmanager
+def attribute_replaced(owner, name, module):
+    """Inside the block, `owner.name` is `module` (a submodule swapped in place)."""
+    original = getattr(owner, name)
+    owner.add_module(name, module)
+    try:
+        yield owner
+    finally:
+        owner.add_module(name, original)
+
+
 def position_module_replaced(model, side, module):
     """Inside the block, `side`'s embeddings use `module` for positions."""
-    layers = embeddings(model, side).make_embedding
-    original = layers.pe
-    layers.add_module("pe", module)
-    try:
-        yield model
-    finally:
-        layers.add_module("pe", original)
+    return attribute_replaced(embeddings(model, side).make_embedding, "pe", module)

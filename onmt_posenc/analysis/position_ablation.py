@@ -1,12 +1,25 @@
 """How much a trained model relies on its position encoding (seed 003's checks).
 
-The model reads the same sentences twice by teacher forcing: as trained, and
-with the absolute position encoding of both sides removed (the embeddings keep
-their sqrt(d) scale, so only the position term goes). Reported: the mean
-cosine similarity of encoder and decoder output features between the two
-(per token, padding excluded), and the perplexity of the gold translations
-with and without positions. A model without absolute positions (relative
-attention only) is unchanged: similarity 1, equal perplexity.
+The model reads the same sentences by teacher forcing, as trained and in each
+condition below, with the absolute position encoding of a side removed (the
+embeddings keep their sqrt(d) scale, so only the position term goes):
+
+    encoder        no positions in the encoder (seed 003's BERT check)
+    decoder        no positions in the decoder (its GPT-2 check)
+    decoder+decay  no positions in the decoder, and its self-attention weights
+                   multiplied by the decaying mask (seed 003's linear ramp from 1 at
+                   the current token to 0.1 at the first, onmt_posenc.attention.decay),
+                   with no training: the slides' third row
+    both           no positions on either side
+
+For each: the mean cosine similarity of encoder and decoder output features with
+the model as trained (per token, padding excluded), and the perplexity of the gold
+translations. Two yardsticks for how high a similarity is, both measured, not
+assumed: the cosine of random vectors drawn from N(0, I) in the model's dimension
+(the slides' baseline; its mean is 0 with spread about 1/sqrt(d)), and the cosine
+between the model's own features of two different tokens (a random pairing of the
+kept features), which is far from 0 in a trained model. A side without absolute
+positions (relative attention only) has no condition: nothing would change.
 
 Also here: the sinusoid matrix PE(i, m) drawn as a heatmap (positions x dims).
 
@@ -36,22 +49,84 @@ def _features(loaded, src_lines, tgt_lines, max_tokens):
     return torch.cat(enc), torch.cat(dec), nll, count
 
 
-def ablate(loaded, src_lines, tgt_lines, max_tokens=4096):
+# Pairs of random vectors drawn for the N(0, I) yardstick, and its seed
+RANDOM_PAIRS, RANDOM_SEED = 10000, 0
+
+
+@contextlib.contextmanager
+def _condition(model, removed, decay):
+    """Inside the block: no absolute positions on the sides `removed`; with `decay`, the
+    decoder's self-attention is the decaying mask with the model's own projections."""
+    from onmt_posenc.attention import replacement_for
     from onmt_posenc.positions.none import NoPositionEncoding
 
-    sides = [side for side in ("src", "tgt") if models.has_absolute_positions(loaded.model, side)]
-    enc, dec, nll, count = _features(loaded, src_lines, tgt_lines, max_tokens)
     with contextlib.ExitStack() as stack:
-        for side in sides:
-            dim = models.position_module(loaded.model, side).dim
-            stack.enter_context(models.position_module_replaced(loaded.model, side, NoPositionEncoding(dim)))
-        enc_removed, dec_removed, nll_removed, _ = _features(loaded, src_lines, tgt_lines, max_tokens)
+        for side in removed:
+            dim = models.position_module(model, side).dim
+            stack.enter_context(models.position_module_replaced(model, side, NoPositionEncoding(dim)))
+        if decay:
+            for layer in model.decoder.transformer_layers:
+                stack.enter_context(models.attribute_replaced(
+                    layer, "self_attn", replacement_for(layer.self_attn, "scaled-dot", "decay").eval()))
+        yield model
+
+
+def conditions(model):
+    """{name: (sides without positions, decaying mask in the decoder)} of this model."""
+    sides = [side for side in ("src", "tgt") if models.has_absolute_positions(model, side)]
+    found = {}
+    if "src" in sides:
+        found["encoder"] = (["src"], False)
+    if "tgt" in sides:
+        found["decoder"] = (["tgt"], False)
+        found["decoder+decay"] = (["tgt"], True)
+    if len(sides) == 2:
+        found["both"] = (sides, False)
+    return sides, found
+
+
+def cosine(a, b):
+    return torch.cosine_similarity(a, b, dim=-1).mean().item()
+
+
+def random_cosine(dim, pairs=RANDOM_PAIRS, seed=RANDOM_SEED):
+    """(mean, standard deviation) of the cosine of `pairs` pairs of N(0, I) vectors in `dim` dimensions."""
+    generator = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(2, pairs, dim, generator=generator)
+    values = torch.cosine_similarity(a, b, dim=-1)
+    return values.mean().item(), values.std().item()
+
+
+def other_token_cosine(features, seed=RANDOM_SEED):
+    """Mean cosine between each feature vector and that of another token (a random pairing)."""
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(features.size(0), generator=generator)
+    moved = order == torch.arange(features.size(0))
+    order[moved] = (order[moved] + 1) % features.size(0)  # never a token with itself
+    return cosine(features, features[order])
+
+
+def ablate(loaded, src_lines, tgt_lines, max_tokens=4096):
+    sides, found = conditions(loaded.model)
+    enc, dec, nll, count = _features(loaded, src_lines, tgt_lines, max_tokens)
+    measured = {}
+    for name, (removed, decay) in found.items():
+        with _condition(loaded.model, removed, decay):
+            enc_removed, dec_removed, nll_removed, _ = _features(loaded, src_lines, tgt_lines, max_tokens)
+        measured[name] = {"encoder_cosine": cosine(enc, enc_removed), "decoder_cosine": cosine(dec, dec_removed),
+                          "perplexity": math.exp(nll_removed / count)}
+    removed_both = measured.get("both") or next(iter(measured.values()), None)
+    mean, spread = random_cosine(enc.size(-1))
     return {
         "removed_from": sides,
-        "encoder_cosine": torch.cosine_similarity(enc, enc_removed, dim=-1).mean().item(),
-        "decoder_cosine": torch.cosine_similarity(dec, dec_removed, dim=-1).mean().item(),
+        # as trained against without any absolute positions (both sides, or the one that has them)
+        "encoder_cosine": removed_both["encoder_cosine"] if removed_both else 1.0,
+        "decoder_cosine": removed_both["decoder_cosine"] if removed_both else 1.0,
         "perplexity_kept": math.exp(nll / count),
-        "perplexity_removed": math.exp(nll_removed / count),
+        "perplexity_removed": removed_both["perplexity"] if removed_both else math.exp(nll / count),
+        "conditions": measured,
+        "yardsticks": {"random_mean": mean, "random_std": spread, "random_pairs": RANDOM_PAIRS, "dim": enc.size(-1),
+                       "encoder_other_token": other_token_cosine(enc), "decoder_other_token": other_token_cosine(dec)},
         "tokens": count,
     }
 
@@ -85,12 +160,17 @@ def main(args):
     loaded = models.load_model(args.model)
     models.warn_unknown_tokens("position-ablation", loaded, [("src", args.src, src), ("tgt", args.tgt, tgt)])
     result = ablate(loaded, src, tgt)
-    where = " and ".join(result["removed_from"]) or "nowhere (no absolute positions)"
-    print(f"position encoding removed from: {where}")
-    print(f"mean cosine similarity of features, kept vs removed: encoder {result['encoder_cosine']:.4f}, "
-          f"decoder {result['decoder_cosine']:.4f}")
-    print(f"perplexity: kept {result['perplexity_kept']:.3f}, removed {result['perplexity_removed']:.3f} "
-          f"({result['tokens']} gold tokens)")
+    if not result["removed_from"]:
+        print("no absolute positions on either side: nothing to remove")
+    print(f"{'positions removed from':<24} {'encoder cosine':>14} {'decoder cosine':>14} {'perplexity':>12}")
+    print(f"{'none (as trained)':<24} {'1 (itself)':>14} {'1 (itself)':>14} {result['perplexity_kept']:>12.3f}")
+    for name, row in result["conditions"].items():
+        print(f"{name:<24} {row['encoder_cosine']:>14.4f} {row['decoder_cosine']:>14.4f} {row['perplexity']:>12.3f}")
+    sticks = result["yardsticks"]
+    print(f"yardsticks: cosine of N(0, I) vectors in {sticks['dim']} dimensions {sticks['random_mean']:.4f} "
+          f"(std {sticks['random_std']:.4f}, {sticks['random_pairs']} pairs drawn); of two different tokens' "
+          f"features as trained: encoder {sticks['encoder_other_token']:.4f}, decoder "
+          f"{sticks['decoder_other_token']:.4f} ({result['tokens']} gold tokens)")
     if args.sinusoid_plot:
         plot_sinusoids(loaded.opt.src_word_vec_size, args.sinusoid_plot, enc_type=loaded.opt.position_encoding_type)
     if args.json:

@@ -13,15 +13,18 @@ convention, and change only how the attention is computed:
   Q R_K^T gathered per pair; weights summed per distance, then @ R_V.
 - `music`: Huang et al.'s keys-only relative logits, one learned distance
   embedding per layer and head, placed with the skew trick; an additive bias.
+- `decay`: no positions; the attention weights multiplied by a linear ramp over
+  the tokens a query sees (seed 003's decaying mask).
 - `rotary`, `alibi`, `t5`: OpenNMT-py's rotary (`max_relative_positions: -1`),
   ALiBi (-2) and T5 buckets (`relative_positions_buckets`), computed as
   OpenNMT-py computes them, with SDPA.
 
 OpenNMT-py's options choose its own schemes (STOCK_SCHEMES); every other
 registered name is a choice of our `relative_attention` option (with
-`max_relative_positions` > 0). `@register_attention("name")` and a class method
-`from_stock` are all a new variant needs: every file in this folder is imported
-below. `install(model, opt)` swaps them into a freshly built OpenNMT-py model
+`max_relative_positions` > 0, or 0 for the decaying mask). `relative_positions_side`
+puts the variant in the encoder's or the decoder's self-attention only; the other
+side's is `absolute`. `@register_attention("name")` and a class method `from_stock`
+are all a new variant needs: every file in this folder is imported below. `install(model, opt)` swaps them into a freshly built OpenNMT-py model
 (`onmt_posenc.plugin` calls it right after `build_task_specific_model`).
 """
 import torch
@@ -30,7 +33,7 @@ from onmt.encoders.transformer import TransformerEncoderLayer
 from onmt.modules.multi_headed_attn import MultiHeadedAttention
 from onmt.utils.logging import logger
 
-from onmt_posenc.options import attention_scheme
+from onmt_posenc.options import attention_scheme, attention_sides
 from onmt_posenc.registry import import_every_module, registering
 
 ATTENTIONS = {}
@@ -77,9 +80,10 @@ def _unsupported(layer, attention, opt):
     return None
 
 
-def replacement_for(stock, self_attn_type, method=None, values=None):
+def replacement_for(stock, self_attn_type, method=None, values=None, positions=True):
     """Our attention for one stock module, reusing its parameters
-    (`method`, `values`: the relative_attention and relative_values options)."""
+    (`method`, `values`: the relative_attention and relative_values options;
+    `positions` False: this side has none in its attention, see relative_positions_side)."""
     settings = dict(
         head_count=stock.head_count,
         model_dim=stock.linear_query.in_features,
@@ -91,7 +95,8 @@ def replacement_for(stock, self_attn_type, method=None, values=None):
     # Built under a forked RNG: the model's parameter initialization (after
     # building) then draws exactly the numbers it draws for the stock model.
     with torch.random.fork_rng(devices=[]):
-        attention = ATTENTIONS[scheme_of(stock, method)].from_stock(stock, settings, fused, values)
+        scheme = scheme_of(stock, method) if positions else "absolute"
+        attention = ATTENTIONS[scheme].from_stock(stock, settings, fused, values)
     for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
         setattr(attention, name, getattr(stock, name))
     return attention
@@ -106,7 +111,8 @@ def install(model, opt):
     unless the chosen method exists only here (Music, separate value table).
     """
     method, values = getattr(opt, "relative_attention", None), getattr(opt, "relative_values", None)
-    needs_ours = method not in (None, "shaw") or values == "separate"
+    sides = attention_sides(opt)
+    needs_ours = method not in (None, "shaw") or values in ("separate", "none") or len(sides) < 2
     installed = set()
     for layer in model.modules():
         if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):
@@ -116,10 +122,12 @@ def install(model, opt):
             continue
         reason = _unsupported(layer, stock, opt)
         if reason is None:
-            layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values)
+            side = "tgt" if isinstance(layer, TransformerDecoderLayer) else "src"
+            layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values, side in sides)
             installed.add(type(layer.self_attn).__name__)
         elif needs_ours:
-            raise ValueError(f"relative_attention {method}, relative_values {values}: not available with {reason}")
+            raise ValueError(f"relative_attention {method}, relative_values {values}, relative_positions_side "
+                             f"{getattr(opt, 'relative_positions_side', None)}: not available with {reason}")
     if needs_ours and not installed:
         raise ValueError(
             f"relative_attention {method}, relative_values {values}: needs a Transformer "

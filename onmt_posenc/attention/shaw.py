@@ -62,29 +62,33 @@ class ShawRelativeAttention(SelfAttention):
     q_i . a^K_ij = (Q R_K^T)[i, bucket(i, j)] (`ShawScores`), and
     sum_j alpha_ij a^V_ij = sum_b (sum of alpha_ij over bucket b) R_V[b] (`ShawContext`).
 
-    `separate_values=False` is OpenNMT-py's parameterization: one table,
+    `values="shared"` is OpenNMT-py's parameterization: one table,
     `relative_positions_embeddings`, for keys and values, so OpenNMT-py's Shaw
-    checkpoints load unchanged. `separate_values=True` is the paper's two tables.
+    checkpoints load unchanged. `values="separate"` is the paper's two tables.
+    `values="none"`: the key term alone (`relative_keys_embeddings`), the simplified
+    RPE that the perSPE paper's Table 1 uses (Oka et al. 2022, sec. 5.1).
     The value term needs the attention weights: always the plain path.
     """
 
     def __init__(self, head_count, model_dim, max_relative_positions, dropout=0.1, is_decoder=True,
-                 add_qkvbias=False, separate_values=False):
+                 add_qkvbias=False, values="shared"):
         super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused=False)
         self.max_relative_positions = max_relative_positions
-        self.separate_values = separate_values
+        self.values = values
         buckets = 2 * max_relative_positions + 1
-        if separate_values:
-            self.relative_keys_embeddings = nn.Embedding(buckets, self.dim_per_head)
-            self.relative_values_embeddings = nn.Embedding(buckets, self.dim_per_head)
-        else:
+        if values == "shared":
             self.relative_positions_embeddings = nn.Embedding(buckets, self.dim_per_head)
+        else:
+            self.relative_keys_embeddings = nn.Embedding(buckets, self.dim_per_head)
+        if values == "separate":
+            self.relative_values_embeddings = nn.Embedding(buckets, self.dim_per_head)
 
     def tables(self):
-        """(R_K, R_V), each (2K+1, d_head)."""
-        if self.separate_values:
-            return self.relative_keys_embeddings.weight, self.relative_values_embeddings.weight
-        return self.relative_positions_embeddings.weight, self.relative_positions_embeddings.weight
+        """(R_K, R_V), each (2K+1, d_head); R_V is None without a value term."""
+        if self.values == "shared":
+            return self.relative_positions_embeddings.weight, self.relative_positions_embeddings.weight
+        values = self.relative_values_embeddings.weight if self.values == "separate" else None
+        return self.relative_keys_embeddings.weight, values
 
     def attend(self, q, k, v, mask, return_attn):
         r_k, r_v = self.tables()
@@ -94,12 +98,14 @@ class ShawRelativeAttention(SelfAttention):
             bucket = bucket.masked_fill(mask, 2 * far + 1)
         bucket = bucket.expand(q.size(0), q.size(1), -1, -1)
         dropped, attn = self.attention_weights(ShawScores.apply(q, k, r_k, bucket), mask=None)
+        if r_v is None:
+            return dropped @ v, attn
         return ShawContext.apply(dropped, v, r_v, bucket), attn
 
     @classmethod
     def from_stock(cls, stock, settings, fused, values):
-        separate = values == "separate"
-        attention = cls(**settings, max_relative_positions=stock.max_relative_positions, separate_values=separate)
-        if not separate:  # OpenNMT-py's one table, shared with the stock module
+        values = values or "shared"
+        attention = cls(**settings, max_relative_positions=stock.max_relative_positions, values=values)
+        if values == "shared":  # OpenNMT-py's one table, shared with the stock module
             attention.relative_positions_embeddings = stock.relative_positions_embeddings
         return attention
