@@ -195,7 +195,9 @@ def _swapped_cell(result):
 def swapped(batch, paper):
     """On models trained on joined sentences, the paper's set (joined training examples)
     first, else the evaluation set the experiment names; of several such data settings,
-    the first whose models both write the separators (if none do, the row names each)."""
+    the first with drops for both models: found by the separators where both write them
+    right, else by alignment (results stored before the alignment existed have none: the
+    row then names each model's separators)."""
     claim = "SHAPE's swapped drop is far below APE's"
     not_applicable = []
     for data in (d for d in batch.settings() if joined_training(batch.experiment.data[d])):
@@ -209,18 +211,24 @@ def swapped(batch, paper):
         where = f"{batch.where(data, 'SHAPE')}, {'training examples' if name == 'train' else name}"
         unusable = [f"{role}: {result['why']}" for role, result in (("APE", ape[name]), ("SHAPE", shape[name]))
                     if not result["applicable"]]
-        if unusable:
+        ape_result, shape_result = ape[name], shape[name]
+        if unusable and ape_result.get("aligned") and shape_result.get("aligned"):
+            # X1 found by minimum edit distance instead of the separators the models do not write
+            ape_result, shape_result = ape_result["aligned"], shape_result["aligned"]
+            where += (f", X1 found by alignment (separators wrong on {ape[name]['wrong_separators']:.0%} of APE's "
+                      f"and {shape[name]['wrong_separators']:.0%} of SHAPE's lines)")
+        elif unusable:
             not_applicable.append(f"{where}: {'; '.join(unusable)}")
             continue
-        measured = f"{where}: APE {_swapped_cell(ape[name])}, SHAPE {_swapped_cell(shape[name])}"
+        measured = f"{where}: APE {_swapped_cell(ape_result)}, SHAPE {_swapped_cell(shape_result)}"
         used = [batch.first_seed(data, "APE"), batch.first_seed(data, "SHAPE")]
         waiting = _unconverged(claim, paper, measured, used)
         if waiting:
             return waiting
-        if ape[name]["drop"] < SWAPPED_MIN_APE_DROP:
+        if ape_result["drop"] < SWAPPED_MIN_APE_DROP:
             return _row(claim, paper, measured + f"; APE drops < {SWAPPED_MIN_APE_DROP:g}, so there is no effect "
                                                  "for SHAPE to reduce", "not measured")
-        return _row(claim, paper, measured, shape[name]["drop"] <= SWAPPED_SHARE * ape[name]["drop"])
+        return _row(claim, paper, measured, shape_result["drop"] <= SWAPPED_SHARE * ape_result["drop"])
     if not_applicable:
         return _row(claim, paper, "; ".join(not_applicable), "not measured")
     return _missing(claim, paper, "a setting trained on joined sentences (INTERPOLATE) with the swapped analysis "

@@ -267,11 +267,13 @@ class Report:
         for r, stored in per_run(self.records, "swapped"):
             for name, a in results_by_set(stored).items():
                 where = "training examples" if name == "train" else name
-                if a["applicable"]:
-                    rows.append([r["id"], where, f"{a['original']:.2f}", f"{a['swapped']:.2f}", f"{a['drop']:.2f}",
-                                 a["examples"], f"{a['wrong_separators']:.0%}" if "wrong_separators" in a else "–"])
-                else:
-                    rows.append([r["id"], where, "–", "–", "–", a["examples"], a["why"]])
+                by_separators = ([f"{a['original']:.2f}", f"{a['swapped']:.2f}", f"{a['drop']:.2f}"]
+                                 if a["applicable"] else ["–", "–", "not measured"])
+                aligned = a.get("aligned")
+                by_alignment = ([f"{aligned['original']:.2f}", f"{aligned['swapped']:.2f}", f"{aligned['drop']:.2f}"]
+                                if aligned else ["–", "–", "–"])
+                wrong = f"{a['wrong_separators']:.0%}" if a.get("wrong_separators") is not None else a.get("why", "–")
+                rows.append([r["id"], where, *by_separators, *by_alignment, a["examples"], wrong])
         if not rows:
             return
         self.add("## Swapped evaluation", "",
@@ -279,9 +281,12 @@ class Report:
                  "(Original) and after moving it to the end (Swapped). A small drop means the model "
                  "translates a sentence the same wherever it stands. As in the paper, on joined examples of "
                  "the training corpus as the model saw it (training examples), and on a joined evaluation set. "
-                 "X1's translation is found by the separators, so a model that does not write them (more than "
-                 f"{WRONG_SEPARATORS_AT_MOST:.0%} of its Original lines with the wrong number) is not measured.", "")
-        self.table(["run", "examples from", "Original", "Swapped", "drop", "examples", "wrong separators"], rows)
+                 "X1's translation is found by the separators, where the model writes them right (at most "
+                 f"{WRONG_SEPARATORS_AT_MOST:.0%} of its Original lines with another number than the reference), "
+                 "and by alignment, always: each translation cut into one segment per reference sentence by "
+                 "minimum edit distance (as IWSLT scores unsegmented output), on the tokens BLEU counts.", "")
+        self.table(["run", "examples from", "Original (sep.)", "Swapped (sep.)", "drop (sep.)", "Original (aligned)",
+                    "Swapped (aligned)", "drop (aligned)", "examples", "wrong separators"], rows)
 
     def curves_section(self):
         """Validation perplexity (and BLEU, where the runs computed it) against updates, per data setting."""

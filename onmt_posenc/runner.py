@@ -349,13 +349,15 @@ class RunExecutor:
 
         workdir, name, sep = self.dir / "analyses" / "swapped", options["set"], options["sep"]
         files = self.files["eval"][name]
+        language = self.experiment.data[self.run.data].target_language
         results = {name: swapped.analyse(files.src, files.ref, workdir / name, self.translate, sep,
-                                         original_hyp=self.dir / "hyp" / f"{name}.txt")}
+                                         original_hyp=self.dir / "hyp" / f"{name}.txt", language=language)}
         if options["train_examples"]:
             src = self.dir / "sample" / "train.sample.src"  # the joined corpus, not single_pairs's
             examples = swapped.training_examples(src, src.with_suffix(".tgt"), options["train_examples"],
                                                  workdir / "train", sep)
-            results["train"] = (swapped.analyse(*examples, workdir / "train", self.translate, sep) if examples else
+            results["train"] = (swapped.analyse(*examples, workdir / "train", self.translate, sep, language=language)
+                                if examples else
                                 {"applicable": False, "examples": 0,
                                  "why": "not applicable: the training corpus joins no sentences"})
         return results

@@ -90,7 +90,8 @@ ANALYSES = {
     "token_nll": {"nll": [Maybe([NUMBER], null=True)], "frequency": Maybe([[int]])},
     # {set: result}; results stored before the training examples were scored are one result
     "swapped": Each({"applicable": bool, "examples": int, "original": Maybe(NUMBER), "swapped": Maybe(NUMBER),
-                     "drop": Maybe(NUMBER), "wrong_separators": Maybe(NUMBER), "why": Maybe(str)}),
+                     "drop": Maybe(NUMBER), "wrong_separators": Maybe(NUMBER), "why": Maybe(str),
+                     "aligned": Maybe({"original": NUMBER, "swapped": NUMBER, "drop": NUMBER})}),
 }
 
 

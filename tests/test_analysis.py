@@ -6,7 +6,7 @@ import re
 import onmt  # noqa: F401  (activates the extension in this process too)
 import pytest
 import torch
-from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, train_tiny, write_yaml
+from conftest import MULTI30K, TOY_ENDE, build_tiny_vocab, command, head, run, train_tiny, write_yaml
 
 from onmt_posenc.analysis import (
     length_buckets,
@@ -17,6 +17,7 @@ from onmt_posenc.analysis import (
     swapped,
     token_nll,
 )
+from onmt_posenc.alignment import segment, units
 from onmt_posenc.evaluate import corpus_bleu
 from onmt_posenc.interpolate import join_lines, read_lines, write_lines
 
@@ -91,10 +92,10 @@ def test_offset_zero_reproduces_the_model(trained):
     assert torch.equal(plain, shifted)
 
 
-def test_swapped_command_on_a_model_without_separators_says_it_does_not_apply(trained):
+def test_swapped_command_on_a_model_without_separators_measures_by_alignment(trained):
     """The tiny test model was never trained on joined sentences: its translations carry no
-    <sep>, so X1's translation cannot be found. The command says so, with the share of
-    lines, and does not translate the swapped source."""
+    <sep>, so X1's translation cannot be found by the separators. The command says so, with
+    the share of lines, and finds it by alignment instead: a drop, not "not applicable"."""
     src_lines, tgt_lines = read_lines(trained["src"]), read_lines(trained["tgt"])
     src, tgt = trained["dir"] / "pairs.src", trained["dir"] / "pairs.tgt"
     write_lines(src, join_lines(src_lines, 2, "<sep>"))
@@ -105,12 +106,43 @@ def test_swapped_command_on_a_model_without_separators_says_it_does_not_apply(tr
     stored = json.loads((out / "result.json").read_text())
     share = swapped.wrong_separator_share(read_lines(out / "original.hyp"), read_lines(tgt))
     assert share > swapped.WRONG_SEPARATORS_AT_MOST
-    assert stored == {"applicable": False, "wrong_separators": share, "examples": len(read_lines(tgt)),
-                      "why": stored["why"]}
+    assert not stored["applicable"] and stored["wrong_separators"] == share and "drop" not in stored
     assert stored["why"] == swapped.separators_why(share) and stored["why"] in result.stdout
     assert stored["why"].startswith(f"not applicable: {share:.0%} of the model's Original translations have another "
                                     "number of separators than the reference")
-    assert not (out / "swapped.hyp").exists()
+    aligned = stored["aligned"]
+    assert aligned["drop"] == pytest.approx(aligned["original"] - aligned["swapped"]) and aligned["original"] > 0
+    assert f"found by alignment: Original {aligned['original']:.2f}" in result.stdout
+    # X1 by alignment: the segment of each Original translation aligned to Y1, scored against Y1
+    first = swapped.aligned_first_sentences(read_lines(out / "original.hyp"), read_lines(tgt), last=False)
+    assert corpus_bleu(first, [line.split(" <sep> ")[0] for line in read_lines(tgt)]).score == pytest.approx(
+        aligned["original"])
+
+
+def test_alignment_of_correct_separators_is_their_split():
+    """A hypothesis whose separators are right aligns to exactly its separator split: the
+    references themselves, and with a word of every sentence replaced."""
+    refs = join_lines(read_lines(MULTI30K / "val.de")[:40], 4, "<sep>")
+    changed = [" <sep> ".join(" ".join(["Xyz", *sentence.split()[1:]]) for sentence in line.split(" <sep> "))
+               for line in refs]
+    for hyps in (refs, changed):
+        for hyp, ref in zip(hyps, refs):
+            by_separators = [" ".join(units(sentence)) for sentence in hyp.split(" <sep> ")]
+            assert segment(hyp.replace(" <sep> ", " "), ref.split(" <sep> ")) == by_separators
+
+
+def test_japanese_alignment_cuts_unsegmented_text_at_sentences():
+    """Japanese has no spaces between words: the alignment works on ja-mecab's tokens (a
+    whitespace split would give one 'word' per line, nothing to cut)."""
+    refs = ["犬が公園を走っている。<sep>猫は窓のそばで寝ている。".replace("<sep>", " <sep> ")]
+    hyp = "犬が公園で走る。猫が窓の近くで寝ている。"
+    assert len(hyp.split()) == 1
+    assert "".join(segment(hyp, refs[0].split(" <sep> "), "ja-mecab")[0].split()) == "犬が公園で走る。"
+    # the references look Japanese: X1 found with ja-mecab without being told the language
+    first = swapped.aligned_first_sentences([hyp.replace("。", "。 <sep> ", 1)], refs, last=False)
+    assert "".join(first[0].split()) == "犬が公園で走る。"
+    last = swapped.aligned_first_sentences(["猫が窓の近くで寝ている。犬が公園で走る。"], refs, last=True)
+    assert "".join(last[0].split()) == "犬が公園で走る。"
 
 
 def test_swapped_scores_the_first_sentence_where_it_stands_and_at_the_end(trained):
@@ -120,6 +152,7 @@ def test_swapped_scores_the_first_sentence_where_it_stands_and_at_the_end(traine
     # A perfect "model" (the references themselves) keeps X1 intact in both orders.
     scores = swapped.first_sentence_scores(refs, [swapped.swap_first_to_end(t) for t in refs], refs)
     assert scores["original"] == pytest.approx(100) and scores["swapped"] == pytest.approx(100)
+    assert scores["aligned"] == pytest.approx({"original": 100, "swapped": 100, "drop": 0})
     # One that loses X1's last word once it stands at the end
     moved = [" ".join(swapped.swap_first_to_end(t).split()[:-1]) for t in refs]
     scores = swapped.first_sentence_scores(refs, moved, refs)

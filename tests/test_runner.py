@@ -738,6 +738,15 @@ def test_the_swapped_claim_uses_the_joined_setting_whose_models_write_separators
     usable = [record("mixed", "ape", drop(9.0)), record("mixed", "shape", drop(1.0))]
     row = claims.swapped(claims.Batch(loaded, failing + usable), "paper")
     assert row["held"] == "yes" and row["measured"].startswith("mixed (INTERPOLATE")
+    # wrong separators, but X1 found by alignment: judged on the aligned drops, and said so
+    aligned = [record("joined-aligned", m, {**no_sep, "wrong_separators": share, "aligned": drop(value)})
+               for m, share, value in (("ape", 0.9, 6.0), ("shape", 0.4, 5.0))]
+    for r in aligned:
+        r["data"] = "joined"
+    row = claims.swapped(claims.Batch(loaded, aligned), "paper")
+    assert row["held"] == "no"  # 5.0 is more than half of 6.0
+    assert "X1 found by alignment (separators wrong on 90% of APE's and 40% of SHAPE's lines)" in row["measured"]
+    assert "APE 30.00 -> 24.00 (drop 6.00), SHAPE 30.00 -> 25.00 (drop 5.00)" in row["measured"]
 
 
 def test_report_marks_results_made_with_other_settings_as_stale(demo, tmp_path):

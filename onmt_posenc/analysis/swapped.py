@@ -10,11 +10,16 @@ measured APE 28.81 -> 20.74, SHAPE 28.51 -> 27.06, on 1,000 joined examples
 out; the runner scores those (`train_examples`) and a joined test set.
 With N = 1 both versions are the same text, so the scores are equal.
 
-X1's translation is found by the separators. A model that does not write them
-(one never trained on joined sentences) gives lines whose first and last
-segments are the whole translation; where more than WRONG_SEPARATORS_AT_MOST
+X1's translation is found two ways. By the separators: the first (Original) or
+last (Swapped) segment; a model that does not write them, or writes too many,
+gives segments that are not X1's, so where more than WRONG_SEPARATORS_AT_MOST
 of the Original translations have another number of separators than their
-reference, the result is "not applicable", with that share, and no drop.
+reference this drop is "not applicable", with that share. By alignment, always:
+each translation, separators removed, is cut into one segment per reference
+sentence by minimum edit distance (onmt_posenc.alignment, as IWSLT scores
+unsegmented output), on the tokens BLEU counts (ja-mecab's for Japanese), and
+the segment aligned to Y1 is X1's translation. With correct separators both
+find nearly the same segments.
 
     onmt-posenc swapped --model model.pt --src concat.src --tgt concat.tgt --workdir swapped/
 """
@@ -29,7 +34,8 @@ from onmt_posenc import stock
 from onmt_posenc.arguments import one_token
 from onmt_posenc.analysis import AnalysisError, check_outputs, models, not_a_folder, read_texts
 from onmt_posenc.config_include import merged_mapping
-from onmt_posenc.evaluate import corpus_bleu
+from onmt_posenc.alignment import segment
+from onmt_posenc.evaluate import bleu_tokenizer, corpus_bleu, hypothesis_segments, reference_segments
 from onmt_posenc.experiment import translate_options_problem
 from onmt_posenc.interpolate import DEFAULT_SEP, join_segments, read_lines, split_segments, write_lines
 from onmt_posenc.tokenization import tokenizer
@@ -60,37 +66,63 @@ def wrong_separator_share(hyps, references, sep=DEFAULT_SEP):
     return wrong / max(len(references), 1)
 
 
-def first_sentence_scores(original_hyps, swapped_hyps, references, sep=DEFAULT_SEP):
-    """BLEU of X1's translation in the Original and in the Swapped order, against Y1
-    ("applicable": false, and no scores, for a model that does not write separators)."""
+def aligned_first_sentences(hyps, references, last, sep=DEFAULT_SEP, language=None):
+    """X1's translation in each hypothesis line, found by alignment: the line (separators
+    removed, detokenized) cut into one segment per reference sentence by minimum edit
+    distance; the first segment, or the `last` (Swapped: the references are taken in
+    the swapped order, Y2 .. YN, Y1)."""
+    detokenizer = tokenizer()
+    tokenize = bleu_tokenizer(references, language)
+    found = []
+    for hyp, ref in zip(hyps, references, strict=True):
+        sentences = reference_segments(ref, sep)
+        if last:
+            sentences = sentences[1:] + sentences[:1]
+        segments = segment(" ".join(hypothesis_segments(hyp, detokenizer, sep)), sentences, tokenize)
+        found.append(segments[-1] if last else segments[0])
+    return found
+
+
+def first_sentence_scores(original_hyps, swapped_hyps, references, sep=DEFAULT_SEP, language=None):
+    """BLEU of X1's translation in the Original and in the Swapped order, against Y1: found by
+    the separators ("applicable": false, and no scores, for a model that writes the wrong
+    number of them) and by alignment ("aligned", always)."""
     share = wrong_separator_share(original_hyps, references, sep)
-    if share > WRONG_SEPARATORS_AT_MOST:
-        return {"applicable": False, "wrong_separators": share, "examples": len(references),
-                "why": separators_why(share)}
     first_refs = [" ".join(split_segments(ref.split(), sep)[0]) for ref in references]
-    original = [" ".join(split_segments(hyp.split(), sep)[0]) for hyp in original_hyps]
-    swapped = [" ".join(split_segments(hyp.split(), sep)[-1]) for hyp in swapped_hyps]
-    original_bleu, swapped_bleu = corpus_bleu(original, first_refs), corpus_bleu(swapped, first_refs)
-    return {"applicable": True, "original": original_bleu.score, "swapped": swapped_bleu.score,
-            "drop": original_bleu.score - swapped_bleu.score, "examples": len(references),
-            "wrong_separators": share, "signature": original_bleu.signature}
+    result = {"applicable": share <= WRONG_SEPARATORS_AT_MOST, "examples": len(references), "wrong_separators": share}
+    if result["applicable"]:
+        original = [" ".join(split_segments(hyp.split(), sep)[0]) for hyp in original_hyps]
+        swapped = [" ".join(split_segments(hyp.split(), sep)[-1]) for hyp in swapped_hyps]
+        original_bleu, swapped_bleu = (corpus_bleu(original, first_refs, language=language),
+                                       corpus_bleu(swapped, first_refs, language=language))
+        result.update(original=original_bleu.score, swapped=swapped_bleu.score,
+                      drop=original_bleu.score - swapped_bleu.score)
+    else:
+        result["why"] = separators_why(share)
+    original_bleu, swapped_bleu = (
+        corpus_bleu(aligned_first_sentences(original_hyps, references, False, sep, language), first_refs,
+                    language=language),
+        corpus_bleu(aligned_first_sentences(swapped_hyps, references, True, sep, language), first_refs,
+                    language=language))
+    result["aligned"] = {"original": original_bleu.score, "swapped": swapped_bleu.score,
+                         "drop": original_bleu.score - swapped_bleu.score}
+    result["signature"] = original_bleu.signature
+    return result
 
 
-def analyse(src_path, tgt_path, workdir, translate, sep=DEFAULT_SEP, original_hyp=None):
+def analyse(src_path, tgt_path, workdir, translate, sep=DEFAULT_SEP, original_hyp=None, language=None):
     """Write the swapped source into `workdir`, translate it with `translate(src, output)`,
     and score. `original_hyp`: an existing translation of `src_path` (else it is made too).
-    A model whose Original translations lack the separators is not asked for the Swapped ones."""
+    `language`: the target's (evaluate.bleu_tokenizer)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     if original_hyp is None:
         original_hyp = translate(src_path, workdir / "original.hyp")
-    original, references = read_lines(original_hyp), read_lines(tgt_path)
-    if wrong_separator_share(original, references, sep) > WRONG_SEPARATORS_AT_MOST:
-        return first_sentence_scores(original, None, references, sep)
     swapped_src = workdir / "swapped.src"
     write_lines(swapped_src, [swap_first_to_end(line, sep) for line in read_lines(src_path)])
     swapped_hyp = translate(swapped_src, workdir / "swapped.hyp")
-    return first_sentence_scores(original, read_lines(swapped_hyp), references, sep)
+    return first_sentence_scores(read_lines(original_hyp), read_lines(swapped_hyp), read_lines(tgt_path), sep,
+                                 language)
 
 
 def results_by_set(stored):
@@ -130,6 +162,9 @@ def add_arguments(parser):
     parser.add_argument("--workdir", required=True, help="folder for the swapped source, translations and logs")
     parser.add_argument("--sep", type=one_token, default=DEFAULT_SEP, help="separator token (default: %(default)s)")
     parser.add_argument("--translate-config", help="onmt_translate options (YAML), e.g. beam_size")
+    parser.add_argument("--target-language", metavar="LANG",
+                        help="the references' language, which chooses BLEU's and the alignment's tokens (ja: "
+                             "ja-mecab; default: ja-mecab for references that look Japanese, else 13a)")
     parser.add_argument("--json", help="write the result to this JSON file")
 
 
@@ -178,16 +213,21 @@ def main(args):
         return stock.translate(args.model, src, output, log, args.translate_config)
 
     try:
-        result = analyse(args.src, args.tgt, workdir, translate, args.sep)
+        result = analyse(args.src, args.tgt, workdir, translate, args.sep, language=args.target_language)
     except stock.StockCommandError as error:
         # onmt_translate failed on input that passed the checks above: not a usage error.
         print(f"onmt-posenc swapped: error: {error}", file=sys.stderr)
         return 1
+    print(f"BLEU of the first sentence, {result['examples']} examples ({result['signature']}):")
     if not result["applicable"]:
-        print(result["why"])
+        print(f"  found by the separators: {result['why']}")
     else:
-        print(f"BLEU of the first sentence: Original {result['original']:.2f}, Swapped {result['swapped']:.2f}, "
-              f"drop {result['drop']:.2f} ({result['examples']} examples; {result['signature']})")
+        print(f"  found by the separators: Original {result['original']:.2f}, Swapped {result['swapped']:.2f}, "
+              f"drop {result['drop']:.2f}")
+    aligned = result["aligned"]
+    print(f"  found by alignment: Original {aligned['original']:.2f}, Swapped {aligned['swapped']:.2f}, "
+          f"drop {aligned['drop']:.2f} ({result['wrong_separators']:.0%} of the Original translations have "
+          "another number of separators than the reference)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
     return 0
