@@ -123,6 +123,7 @@ class FilePair:
     ref: Path = None  # the reference BLEU is computed against, if not tgt (e.g. untokenized)
     lines: int = None  # only the first `lines` lines
     join: int = None  # INTERPOLATE: `join` consecutive lines per example
+    docids: Path = None  # one document id per line: joined lines never cross a document
 
 
 @dataclass(frozen=True)
@@ -364,17 +365,17 @@ def _reject_overridden_keys(layers, data, path):
 
 def _file_pair(spec, base, path, where):
     spec = _mapping(spec, path, where)
-    unknown = set(spec) - {"src", "tgt", "ref", "lines", "join"}
+    unknown = set(spec) - {"src", "tgt", "ref", "lines", "join", "docids"}
     if unknown or not {"src", "tgt"} <= set(spec):
-        _fail(path, f"{where} needs src and tgt (and optionally ref, lines, join); got {sorted(spec)}")
+        _fail(path, f"{where} needs src and tgt (and optionally ref, lines, join, docids); got {sorted(spec)}")
     for key in ("lines", "join"):
         if spec.get(key) is not None and (not isinstance(spec[key], int) or spec[key] < 1):
             _fail(path, f"{where}.{key} must be a positive integer")
-    for key in ("src", "tgt", "ref") if spec.get("ref") is not None else ("src", "tgt"):
+    for key in ("src", "tgt", *(key for key in ("ref", "docids") if spec.get(key) is not None)):
         _string(spec[key], path, f"{where}.{key}")
-    ref = (base / spec["ref"]).resolve() if spec.get("ref") else None
+    ref, docids = ((base / spec[key]).resolve() if spec.get(key) else None for key in ("ref", "docids"))
     return FilePair((base / spec["src"]).resolve(), (base / spec["tgt"]).resolve(), ref,
-                    spec.get("lines"), spec.get("join"))
+                    spec.get("lines"), spec.get("join"), docids)
 
 
 def _positive(value, path, where):
@@ -614,7 +615,9 @@ def folder_data(folder, interpolate=None, path=None):
     lines joined in pairs with <sep>, the swapped evaluation's input; under
     INTERPOLATE every set is joined N per line, `concat` too). BLEU is computed
     against `ref-val.txt` / `ref-test.txt` where the folder has them (raw text, as
-    `onmt-posenc prepare` writes them), else against the target files."""
+    `onmt-posenc prepare` writes them), else against the target files. Document ids
+    (`docid-train.txt`, ...), where the folder has them, keep joined lines within
+    documents. The target language is the second word of `languages.txt`."""
     folder = Path(folder).resolve()
     where = f"{path}: " if path else ""
     if not folder.is_dir():
@@ -627,8 +630,9 @@ def folder_data(folder, interpolate=None, path=None):
 
     def pair(part, **cut):
         files = {"src": str(folder / f"src-{part}.txt"), "tgt": str(folder / f"tgt-{part}.txt"), **cut}
-        if (folder / f"ref-{part}.txt").is_file():
-            files["ref"] = str(folder / f"ref-{part}.txt")
+        for key, prefix in (("ref", "ref"), ("docids", "docid")):
+            if (folder / f"{prefix}-{part}.txt").is_file():
+                files[key] = str(folder / f"{prefix}-{part}.txt")
         return files
 
     def first(part, most):  # at most `most` lines: a shorter file is taken whole
@@ -853,13 +857,18 @@ def check_options(experiment):
     # phrase-level perSPE reads one phrase index per target token of each training line: the
     # runner makes them from the training target (runs.prepare_phrases); INTERPOLATE's joining
     # changes the target after them
-    for run in experiment.runs:
+    for run in experiment.runs + experiment.unused:
+        if not needs_target_phrases(run.config):
+            continue
         setting = experiment.data[run.data]
-        if (setting.interpolate or setting.synthetic) and needs_target_phrases(run.config):
-            why = "joins the target after the phrases are read" if setting.interpolate else "is not Japanese"
+        why = ("joins the target lines after the phrases are read" if setting.interpolate else
+               f"has a target that is not Japanese ({not_japanese})" if (not_japanese := _not_japanese(setting)) else
+               None)
+        if why:
             _fail(experiment.path, f"{run.sources.get('perspe_range', 'settings')}.perspe_range: phrase-level perSPE "
-                                   f"(perspe_unit: phrase, the default) reads the phrases of each training target "
-                                   f"line, but data.{run.data} {why}; set perspe_unit: token")
+                                   f"(perspe_unit: phrase, the default) perturbs the phrases `onmt-posenc chunk-ja` "
+                                   f"finds in each Japanese training target line, but data.{run.data} {why}; set "
+                                   "perspe_unit: token")
 
     # a warm-started run loads its source's weights (non-strictly, with update_vocab): a
     # model option that differs would leave weights unloaded or misread, without a word
@@ -882,6 +891,20 @@ def check_options(experiment):
     if problem is not None:
         key, what = problem
         _fail(experiment.path, f"evaluation.translate{f'.{key}' if key else ''}: {what}")
+
+
+def _not_japanese(setting):
+    """Why a data setting's training target is not Japanese text (None if it is): its target
+    language, or, where none is given, no kana in its first lines."""
+    from onmt_posenc.evaluate import looks_japanese
+
+    if setting.synthetic is not None:
+        return "the synthetic task's"
+    if setting.target_language is not None:
+        return None if setting.target_language == "ja" else f"target language {setting.target_language}"
+    with open(setting.train.tgt, encoding="utf-8", errors="replace") as f:
+        first = list(itertools.islice(f, 200))
+    return None if looks_japanese(first) else f"no kana in the first lines of {setting.train.tgt}"
 
 
 def translate_options_problem(translate):

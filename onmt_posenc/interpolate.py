@@ -11,6 +11,14 @@ Grouping: lines [0, N), [N, 2N), ... of a file; when the line count is not a
 multiple of N the last group is shorter, so no line is dropped. An empty line
 stays an empty segment between two separators, so a group of m lines always
 has m - 1 separators.
+
+Within documents: given one document id per line (`--docids`, the corpus key
+`path_docids`, or a folder's docid-*.txt files in the runner), groups never
+cross a document boundary. Each document is grouped on its own as above: N
+adjacent lines, the document's last group shorter, a document of fewer than N
+lines one shorter group (nothing is dropped; the paper joined neighbouring
+sentences of one document, and a group of one sentence is a plain pair). A
+document is a run of equal ids on adjacent lines.
 """
 import os
 import sys
@@ -19,17 +27,25 @@ from onmt_posenc.arguments import one_token
 
 DEFAULT_N = 10
 DEFAULT_SEP = "<sep>"
+# concat_pairs' corpus key of a file with one document id per line: groups stay within documents
+DOCIDS_KEY = "path_docids"
 
 
 class InterpolateError(ValueError):
     pass
 
 
-def group_bounds(n_lines, n):
-    """The [start, end) line ranges of the groups of a file of `n_lines` lines."""
+def group_bounds(n_lines, n, documents=None):
+    """The [start, end) line ranges of the groups of a file of `n_lines` lines; with
+    `documents` (one id per line), within each document (a run of equal ids)."""
     if n < 1:
         raise InterpolateError(f"the group size must be >= 1, got {n}")
-    return [(start, min(start + n, n_lines)) for start in range(0, n_lines, n)]
+    if documents is None:
+        return [(start, min(start + n, n_lines)) for start in range(0, n_lines, n)]
+    if len(documents) != n_lines:
+        raise InterpolateError(f"{len(documents)} document ids for {n_lines} lines")
+    edges = [i for i in range(n_lines + 1) if i in (0, n_lines) or documents[i] != documents[i - 1]]
+    return [(start, min(start + n, last)) for first, last in zip(edges, edges[1:]) for start in range(first, last, n)]
 
 
 def join_segments(segments, sep):
@@ -79,16 +95,29 @@ def check_no_separator(lines, path, sep):
             raise InterpolateError(f"{path}:{number}: the line already contains the separator {sep!r}")
 
 
-def join_lines(lines, n, sep):
-    """The INTERPOLATE version of a file's lines: one line per group of n."""
+def join_lines(lines, n, sep, documents=None):
+    """The INTERPOLATE version of a file's lines: one line per group of n (within documents)."""
     return [" ".join(join_segments([lines[i].split() for i in range(start, end)], sep))
-            for start, end in group_bounds(len(lines), n)]
+            for start, end in group_bounds(len(lines), n, documents)]
 
 
-def join_file(in_path, out_path, n=DEFAULT_N, sep=DEFAULT_SEP):
+def read_docids(path, n_lines, lines_of):
+    """The document id of each line, from `path` (one per line) for the file `lines_of`
+    of `n_lines` lines; a file of another length, or with an empty line, is named."""
+    ids = read_lines(path)
+    if len(ids) != n_lines:
+        raise InterpolateError(f"{path} has {len(ids)} document ids but {lines_of} has {n_lines} lines")
+    for number, value in enumerate(ids, 1):
+        if not value.strip():
+            raise InterpolateError(f"{path}:{number}: an empty document id")
+    return [value.strip() for value in ids]
+
+
+def join_file(in_path, out_path, n=DEFAULT_N, sep=DEFAULT_SEP, docids=None):
     lines = read_lines(in_path)
     check_no_separator(lines, in_path, sep)
-    write_lines(out_path, join_lines(lines, n, sep))
+    documents = read_docids(docids, len(lines), in_path) if docids else None
+    write_lines(out_path, join_lines(lines, n, sep, documents))
 
 
 def split_file(hyp_path, source_path, out_path, sep=DEFAULT_SEP):
@@ -130,6 +159,8 @@ def add_arguments(parser):
     join.add_argument("output")
     join.add_argument("-n", type=int, default=DEFAULT_N, help="sentences per line (default: %(default)s)")
     join.add_argument("--sep", type=one_token, default=DEFAULT_SEP, help="separator token (default: %(default)s)")
+    join.add_argument("--docids", metavar="FILE",
+                      help="one document id per line of the input: groups never cross a document")
     split = actions.add_parser("split", help="split joined translations back into one sentence per line")
     split.add_argument("hypotheses", help="translations of the joined source, one per line")
     split.add_argument("output")
@@ -148,7 +179,7 @@ def main(args):
     try:
         check_not_an_input(args.output, [args.input] if args.action == "join" else [args.hypotheses, args.source])
         if args.action == "join":
-            join_file(args.input, args.output, args.n, args.sep)
+            join_file(args.input, args.output, args.n, args.sep, args.docids)
             return 0
         problems = split_file(args.hypotheses, args.source, args.output, args.sep)
     except (InterpolateError, OSError, UnicodeDecodeError) as error:

@@ -21,7 +21,7 @@ import yaml
 from onmt_posenc import checkpoints, strict_config
 
 # The corpus keys that name a file OpenNMT-py (or our tgt_phrases transform) reads.
-PATH_KEYS = ("path_src", "path_tgt", "path_txt", "path_align", "path_tgt_phrases")
+PATH_KEYS = ("path_src", "path_tgt", "path_txt", "path_align", "path_tgt_phrases", "path_docids")
 # `onmt-posenc prepare-wmt16 build` writes the WMT16 files of the recipes into a
 # folder of this name.
 WMT16_FOLDER = "wmt16_en_de"
@@ -75,7 +75,7 @@ def check_corpora(data, opt=None):
         if transforms is None:  # as OpenNMT-py: the default transforms
             transforms = getattr(opt, "transforms", None) or []
         if "concat_pairs" in transforms:
-            check_concat_pairs(name, corpus, getattr(opt, "concat_sep", None))
+            check_concat_pairs(name, corpus, getattr(opt, "concat_sep", None), getattr(opt, "concat_n", None))
 
 
 def check_corpus_text(name, corpus, keys=("path_src", "path_tgt")):
@@ -103,14 +103,15 @@ def check_corpus_text(name, corpus, keys=("path_src", "path_tgt")):
                                  f"{longer}:{min(n_src, n_tgt) + 1} has no partner line")
 
 
-def check_concat_pairs(name, corpus, sep):
-    """INTERPOLATE's own checks (a line holding the separator) in the parent process.
-    The index is cached per process, so the transform reuses it where it runs here."""
-    from onmt_posenc.interpolate import DEFAULT_SEP
+def check_concat_pairs(name, corpus, sep, n):
+    """INTERPOLATE's own checks (a line holding the separator, document ids) in the parent
+    process. The index is cached per process, so the transform reuses it where it runs here."""
+    from onmt_posenc.interpolate import DEFAULT_N, DEFAULT_SEP, DOCIDS_KEY
     from onmt_posenc.transforms import concat_pairs
 
     try:
-        concat_pairs.corpus_lines(name, corpus["path_src"], corpus["path_tgt"], sep or DEFAULT_SEP)
+        concat_pairs.corpus_lines(name, corpus["path_src"], corpus["path_tgt"], sep or DEFAULT_SEP, n or DEFAULT_N,
+                                  corpus.get(DOCIDS_KEY))
     except concat_pairs.ConcatPairsError as error:
         raise PreflightError(str(error)) from None
 

@@ -208,14 +208,29 @@ def _subword_tokenizer(corpus, lines, out_dir, work, merges, vocab_size):
     if corpus.subwords == "bpe":
         return learn_joint_bpe(files, merges, out_dir / "bpe.codes")
     print(f"learning a joint SentencePiece model of {vocab_size} pieces", file=sys.stderr, flush=True)
-    return learn_joint_sentencepiece(files, vocab_size, out_dir / "sentencepiece.model")
+    try:
+        return learn_joint_sentencepiece(files, vocab_size, out_dir / "sentencepiece.model")
+    except RuntimeError as error:  # SentencePiece's own check, e.g. more pieces than the text holds
+        reason = str(error).rsplit("] ", 1)[-1]
+        raise PrepareError(f"SentencePiece cannot learn --vocab-size {vocab_size} from "
+                           f"{len(lines['train', 'src'])} training pairs: {reason}") from None
 
 
 def prepare(name, out_dir, source=None, merges=None, vocab_size=None, first=None, order="corpus"):
-    corpus = CORPORA[name]
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise PrepareError(f"{out_dir} exists and is not a folder")
+    created = not out_dir.exists()
+    try:
+        _prepare(name, out_dir, source, merges, vocab_size, first, order)
+    except PrepareError:
+        if created and out_dir.is_dir():  # a folder this command made holds no corpus: gone again
+            shutil.rmtree(out_dir)
+        raise
+
+
+def _prepare(name, out_dir, source, merges, vocab_size, first, order):
+    corpus = CORPORA[name]
     for option, value, needs in (("--merges", merges, "bpe"), ("--vocab-size", vocab_size, "sentencepiece")):
         if value is not None and corpus.subwords != needs:
             raise PrepareError(f"{option} applies to a corpus split by {needs}; {name} is "

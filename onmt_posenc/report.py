@@ -211,6 +211,28 @@ class Report:
                  "sacreBLEU's length ratio per set: below 1 the translations stop early, above 1 they run on.", "")
         self.table(["data", "method", *sets], rows)
 
+    def score_parts_table(self):
+        """chrF beside BLEU, and BLEU's parts: how much of a difference is length (the brevity
+        penalty) and how much n-gram precision. Runs stored before these were kept have none."""
+        rows, signature = [], None
+        for r in self.records:
+            if r["status"] != "finished" or not r.get("bleu_details"):
+                continue
+            signature = signature or r.get("chrf_signature")
+            for name in self.experiment.eval_sets:
+                parts = r["bleu_details"].get(name)
+                if parts is not None:
+                    rows.append([r["id"], name, f"{r['bleu'][name]:.2f}", f"{parts['chrf']:.2f}",
+                                 f"{parts['brevity_penalty']:.3f}", f"{r['length_ratio'][name]:.3f}",
+                                 " / ".join(f"{p:.1f}" for p in parts["precisions"])])
+        if not rows:
+            return
+        self.add("## chrF and BLEU's parts", "",
+                 f"chrF ({signature}), and BLEU = brevity penalty x the geometric mean of the 1- to 4-gram "
+                 "precisions: a BLEU difference with equal precisions is length, one with equal brevity "
+                 "penalties is wording.", "")
+        self.table(["run", "set", "BLEU", "chrF", "brevity penalty", "length ratio", "n-gram precisions (%)"], rows)
+
     def joined_table(self):
         rows = []
         for r in self.records:
@@ -445,6 +467,7 @@ class Report:
         self.claims_table()
         self.bleu_table()
         self.length_ratio_table()
+        self.score_parts_table()
         self.joined_table()
         if "length_buckets" in analyses:
             self.length_section(analyses["length_buckets"])

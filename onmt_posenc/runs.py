@@ -272,7 +272,10 @@ def evaluation_of(experiment, setting):
     evaluated again from its checkpoints (runner), stale until then (report)."""
     sets = {name: {"src": file_digest(pair.src), "tgt": file_digest(pair.tgt),
                    "ref": file_digest(pair.ref) if pair.ref else None,
-                   "lines": pair.lines, "join": setting.interpolate or pair.join}
+                   "lines": pair.lines, "join": setting.interpolate or pair.join,
+                   # the documents that bound joined lines
+                   **({"docids": file_digest(pair.docids)} if pair.docids and (setting.interpolate or pair.join)
+                      else {})}
             for name, pair in setting.eval_sets.items() if pair is not None}  # synthetic: generated later
     # which GPU translates (`gpu`) is the machine's, as gpu_ranks is in settings_of
     translate = {key: value for key, value in experiment.translate.items() if key != "gpu"}
@@ -313,15 +316,19 @@ def corpora(setting, files, transforms, phrases=None):
     if setting.interpolate:
         train.append("concat_pairs")
         valid.append("concat_pairs")
+    # INTERPOLATE within documents, where the files have document ids (concat_pairs' path_docids)
+    documents = {part: {interpolate.DOCIDS_KEY: str(path)} for part, path in files["docids"].items()
+                 if path is not None and setting.interpolate}
     pair = {"path_src": str(files["train"][0]), "path_tgt": str(files["train"][1])}
-    data = {"train": {**pair, "transforms": train}}
+    data = {"train": {**pair, "transforms": train, **documents.get("train", {})}}
     if phrases is not None:
         data["train"].update(path_tgt_phrases=str(phrases), transforms=train + ["tgt_phrases"])
     if setting.single_pairs:
         data["train"]["weight"] = 1
         data[SINGLE_PAIRS_CORPUS] = {**pair, "transforms": plain, "weight": setting.single_pairs}
     if files["valid"]:
-        data["valid"] = {"path_src": str(files["valid"][0]), "path_tgt": str(files["valid"][1]), "transforms": valid}
+        data["valid"] = {"path_src": str(files["valid"][0]), "path_tgt": str(files["valid"][1]), "transforms": valid,
+                         **documents.get("valid", {})}
     return data
 
 
@@ -361,18 +368,24 @@ def _require_file(path):
 
 
 def _copy_lines(pair, directory, name, join):
-    """The files of `pair` in `directory`, cut to their first `lines` and joined `join` per line."""
+    """The files of `pair` in `directory`, cut to their first `lines` and joined `join` per
+    line, within the documents of its document ids (copied, cut, where not joined)."""
     copies, counts = {}, None
-    for side in ("src", "tgt", "ref"):
+    for side in ("src", "tgt", "ref", *(() if join else ("docids",))):
         source = getattr(pair, side)
         if source is None:
             continue
         _require_file(source)
-        lines = interpolate.read_lines(source)[: pair.lines]
+        whole = interpolate.read_lines(source)
+        lines = whole[: pair.lines]
         if join:
             if side == "src":
                 interpolate.check_no_separator(lines, source, interpolate.DEFAULT_SEP)
-            lines = interpolate.join_lines(lines, join, interpolate.DEFAULT_SEP)
+            documents = None
+            if pair.docids is not None:
+                _require_file(pair.docids)
+                documents = interpolate.read_docids(pair.docids, len(whole), source)[: len(lines)]
+            lines = interpolate.join_lines(lines, join, interpolate.DEFAULT_SEP, documents)
         if not lines:
             raise ValueError(f"evaluation set {name}: {source} has no lines")
         if copies and len(lines) != counts:
@@ -385,16 +398,23 @@ def _copy_lines(pair, directory, name, join):
 
 def corpus_files(setting, directory):
     """The training and validation files of a data setting where prepare_data puts or
-    finds them, without writing anything: {"train": (src, tgt), "valid": (src, tgt) or None}."""
+    finds them, without writing anything: {"train": (src, tgt), "valid": (src, tgt) or None,
+    "docids": {"train": path or None, "valid": path or None}}."""
     directory = Path(directory)
 
     def place(pair, name):
         cut = setting.synthetic is not None or pair.lines
         return (directory / f"{name}.src", directory / f"{name}.tgt") if cut else (pair.src, pair.tgt)
 
+    def documents(pair, name):
+        if pair is None or pair.docids is None:
+            return None
+        return directory / f"{name}.docids" if pair.lines else pair.docids
+
     if setting.synthetic is not None:
-        return {"train": place(None, "train"), "valid": place(None, "valid")}
-    return {"train": place(setting.train, "train"), "valid": place(setting.valid, "valid") if setting.valid else None}
+        return {"train": place(None, "train"), "valid": place(None, "valid"), "docids": {"train": None, "valid": None}}
+    return {"train": place(setting.train, "train"), "valid": place(setting.valid, "valid") if setting.valid else None,
+            "docids": {"train": documents(setting.train, "train"), "valid": documents(setting.valid, "valid")}}
 
 
 def prepare_data(setting, directory):
@@ -425,9 +445,9 @@ def prepare_data(setting, directory):
         if pair is not None and pair.lines:
             _copy_lines(pair, directory, name, None)
     files = corpus_files(setting, directory)
-    for pair in filter(None, files.values()):
-        for path in pair:
-            _require_file(path)
+    for path in [*(path for part in ("train", "valid") for path in files[part] or ()),
+                 *filter(None, files["docids"].values())]:
+        _require_file(path)
     return {**files, "eval": {name: _copy_lines(pair, directory / "eval", name, setting.interpolate or pair.join)
                               for name, pair in setting.eval_sets.items()}}
 

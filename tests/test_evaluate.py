@@ -84,3 +84,30 @@ def test_line_count_mismatch_is_an_error(files):
                  expect_ok=False)
     assert result.returncode == 2
     assert f"{short} has 56 lines but {files}/ref.2015 has 57" in result.stderr
+
+
+def test_japanese_is_scored_with_ja_mecab_and_chrf(tmp_path):
+    """KFTT's Japanese has no spaces: 13a would count a sentence as a word or two. The
+    references look Japanese, so evaluate takes ja-mecab without being told; chrF beside it;
+    a target language that says otherwise is refused rather than scored with 13a."""
+    from conftest import TEST_DATA
+
+    refs = read_lines(TEST_DATA / "kftt" / "kyoto-test.ja")[:100]
+    hyps = [line[: max(len(line) - 3, 1)] for line in refs]  # each loses its last characters
+    ref, hyp = tmp_path / "ref.ja", tmp_path / "hyp.ja"
+    write_lines(ref, refs)
+    write_lines(hyp, hyps)
+    printed = run([command("onmt-posenc"), "evaluate", "--hyp", hyp, "--ref", ref]).stdout
+    score = float(re.search(r"BLEU = ([0-9.]+)", printed).group(1))
+    expected = float(run([command("sacrebleu"), ref, "-i", hyp, "-m", "bleu", "-b", "-w", "2", "-tok",
+                          "ja-mecab"]).stdout)
+    assert score == expected and "tok:ja-mecab" in printed
+    chrf = float(re.search(r"chrF = ([0-9.]+)", printed).group(1))
+    assert chrf == float(run([command("sacrebleu"), ref, "-i", hyp, "-m", "chrf", "-b", "-w", "2"]).stdout)
+    assert re.search(r"brevity penalty [0-9.]+, n-gram precisions [0-9.]+/[0-9.]+/[0-9.]+/[0-9.]+", printed)
+    same = run([command("onmt-posenc"), "evaluate", "--hyp", hyp, "--ref", ref, "--target-language", "ja"]).stdout
+    assert same == printed
+    refused = run([command("onmt-posenc"), "evaluate", "--hyp", hyp, "--ref", ref, "--target-language", "de"],
+                  expect_ok=False)
+    assert refused.returncode == 2
+    assert "the references look Japanese (kana in most lines) but the target language is 'de'" in refused.stderr

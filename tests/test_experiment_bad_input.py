@@ -89,11 +89,11 @@ MISTAKES = [
     (["settings.seed=abc"], "settings.seed: each run's seed is set by grid.seed (default [1]); list the seeds there"),
     (["methods.rpe.seed=3"], "methods.rpe.seed: each run's seed is set by grid.seed (default [1]); list the seeds there"),
     (["methods.foo.bar=1"], "methods.foo.bar: unknown option"),
-    # phrase-level perSPE reads phrase files the runner's corpora cannot have: refused, not a failure at update 1
-    (["methods.foo.perspe_range=1"], "methods.foo.perspe_range: perturbs target phrases (perspe_unit: phrase, the "
-                                     "default), which needs a phrase file per training corpus (path_tgt_phrases); "
-                                     "the runner's corpora have none: set perspe_unit: token, or train phrase-level "
-                                     "perSPE with onmt_train (docs/methods.md)"),
+    # phrase-level perSPE chunks Japanese targets: refused on German, not phrases made of nonsense
+    (["methods.foo.perspe_range=1"], "methods.foo.perspe_range: phrase-level perSPE (perspe_unit: phrase, the default) "
+                                     "perturbs the phrases `onmt-posenc chunk-ja` finds in each Japanese training "
+                                     "target line, but data.toy has a target that is not Japanese (no kana in the "
+                                     "first lines of {dir}/toy-ende/tgt-train.txt); set perspe_unit: token"),
     (["methods.foo.max_relative_positions=abc", "grid.method=[ape, rpe]"],
      "methods.foo.max_relative_positions: invalid int value: 'abc'"),
     # the synthetic task's parameters: types and ranges, unknown keys (YAML's `{seed:1}` is one key)

@@ -8,7 +8,8 @@ translates a sentence the same wherever it stands loses nothing; the paper
 measured APE 28.81 -> 20.74, SHAPE 28.51 -> 27.06, on 1,000 joined examples
 (10k sentence pairs) of the INTERPOLATE *training* data, to keep unseen text
 out; the runner scores those (`train_examples`) and a joined test set.
-With N = 1 both versions are the same text, so the scores are equal.
+With N = 1 both versions are the same text, so the scores are equal; lines of
+one sentence (a document shorter than N, joined within documents) are left out.
 
 X1's translation is found two ways. By the separators: the first (Original) or
 last (Swapped) segment; a model that does not write them, or writes too many,
@@ -118,11 +119,19 @@ def analyse(src_path, tgt_path, workdir, translate, sep=DEFAULT_SEP, original_hy
     workdir.mkdir(parents=True, exist_ok=True)
     if original_hyp is None:
         original_hyp = translate(src_path, workdir / "original.hyp")
+    # a line of one sentence (a short document, joined within documents) stays as it is when
+    # swapped: it would add a drop of 0 by construction
+    references = read_lines(tgt_path)
+    joined = [i for i, line in enumerate(references) if sep in line.split()]
+    if not joined:
+        return {"applicable": False, "examples": 0, "why": "not applicable: no line joins two or more sentences"}
     swapped_src = workdir / "swapped.src"
-    write_lines(swapped_src, [swap_first_to_end(line, sep) for line in read_lines(src_path)])
+    sources = read_lines(src_path)
+    write_lines(swapped_src, [swap_first_to_end(sources[i], sep) for i in joined])
     swapped_hyp = translate(swapped_src, workdir / "swapped.hyp")
-    return first_sentence_scores(read_lines(original_hyp), read_lines(swapped_hyp), read_lines(tgt_path), sep,
-                                 language)
+    original = read_lines(original_hyp)
+    return first_sentence_scores([original[i] for i in joined], read_lines(swapped_hyp),
+                                 [references[i] for i in joined], sep, language)
 
 
 def results_by_set(stored):

@@ -13,7 +13,8 @@ the source side and "Y1 <sep> ... <sep> YN" on the target side. The grouping
 is onmt_posenc.interpolate's, so training data joined here and dev/test sets
 joined offline agree: the last group of a corpus is shorter when its line count
 is not a multiple of N (no line is dropped), and an empty line stays an empty
-segment between two separators.
+segment between two separators. A corpus with `path_docids` (one document id per
+line) is grouped within documents: no group crosses a document boundary.
 
 Adjacent in the file, however OpenNMT-py reads it: every data worker,
 onmt_build_vocab thread and GPU rank reads only a striped subset of a corpus's
@@ -32,6 +33,7 @@ formula that holds for a single reader only.
 before concat_pairs never see it; those listed after it tokenize around it
 (plugin._support_concat_pairs), so it is never split.
 """
+import bisect
 import functools
 from array import array
 
@@ -39,7 +41,8 @@ from onmt.transforms import TransformPipe, get_transforms_cls, make_transforms, 
 from onmt.transforms.transform import Transform
 
 from onmt_posenc.arguments import one_token, positive_int
-from onmt_posenc.interpolate import DEFAULT_N, DEFAULT_SEP, join_segments
+from onmt_posenc.interpolate import (DEFAULT_N, DEFAULT_SEP, DOCIDS_KEY, InterpolateError, group_bounds,
+                                     join_segments, read_docids)
 
 NAME = "concat_pairs"
 
@@ -58,7 +61,7 @@ def opennmt_tokens(line):
 class CorpusLines:
     """Random access to the lines of a corpus's source and target files, checked once."""
 
-    def __init__(self, cid, src_path, tgt_path, sep):
+    def __init__(self, cid, src_path, tgt_path, sep, n, docids_path=None):
         self.paths = (src_path, tgt_path)
         self.offsets = tuple(self._index(path, sep) for path in self.paths)
         lengths = [len(offsets) for offsets in self.offsets]
@@ -68,6 +71,17 @@ class CorpusLines:
                 f"corpus {cid}: {src_path} has {lengths[0]} lines but {tgt_path} has {lengths[1]}; "
                 f"{longer}:{min(lengths) + 1} has no partner line"
             )
+        try:
+            documents = read_docids(docids_path, lengths[0], src_path) if docids_path else None
+        except InterpolateError as error:
+            raise ConcatPairsError(f"corpus {cid}: {error}") from None
+        self.starts = array("q", (start for start, _ in group_bounds(lengths[0], n, documents)))
+
+    def group(self, line):
+        """(number, start, end) of the group that holds `line`."""
+        number = bisect.bisect_right(self.starts, line) - 1
+        end = self.starts[number + 1] if number + 1 < len(self.starts) else len(self)
+        return number, self.starts[number], end
 
     @staticmethod
     def _index(path, sep):
@@ -100,9 +114,9 @@ class CorpusLines:
 
 
 @functools.lru_cache(maxsize=None)
-def corpus_lines(cid, src_path, tgt_path, sep):
+def corpus_lines(cid, src_path, tgt_path, sep, n, docids_path=None):
     """One index per process: onmt_train warms up a transform for training and one for validation."""
-    return CorpusLines(cid, src_path, tgt_path, sep)
+    return CorpusLines(cid, src_path, tgt_path, sep, n, docids_path)
 
 
 @register_transform(name=NAME)
@@ -152,7 +166,7 @@ class ConcatPairsTransform(Transform):
         # worker starts (an error inside a build-vocab thread leaves onmt_build_vocab hanging).
         corpora = getattr(self.opts, "data", None) or {}
         self._corpus_lines = {
-            cid: corpus_lines(cid, corpus["path_src"], corpus["path_tgt"], self.sep)
+            cid: corpus_lines(cid, corpus["path_src"], corpus["path_tgt"], self.sep, self.n, corpus.get(DOCIDS_KEY))
             for cid, corpus in corpora.items()
             if NAME in corpus.get("transforms", [])
         }
@@ -174,16 +188,16 @@ class ConcatPairsTransform(Transform):
             self._transforms_before[cid] = TransformPipe.build_from([built[n] for n in names if n in built])
         return self._transforms_before[cid]
 
-    def trigger(self, start, end):
-        """The line of group [start, end) that emits it."""
-        return start + (start // self.n) % (end - start)
+    @staticmethod
+    def trigger(number, start, end):
+        """The line of group `number`, [start, end), that emits it."""
+        return start + number % (end - start)
 
     def apply(self, example, is_train=False, stats=None, **kwargs):
         cid, line = example["cid"], example["cid_line_number"]
         lines = self._lines(cid)
-        start = line - line % self.n
-        end = min(start + self.n, len(lines))
-        if line != self.trigger(start, end):
+        number, start, end = lines.group(line)
+        if line != self.trigger(number, start, end):
             return None
         srcs, tgts = lines.read(start, end)
         if (example["src_original"], example["tgt_original"]) != (srcs[line - start], tgts[line - start]):
