@@ -12,17 +12,22 @@ joined sentences (INTERPOLATE) for the swapped evaluation; speed and shift
 invariance (measured by the paper on every setting, or independent of the data)
 prefer VANILLA and name the setting they used.
 
-The methods are recognized by their configs: the experiment's baseline is APE,
-a method with `shape_max_shift` is SHAPE, one with Shaw's `max_relative_positions` is
-RPE. Where a role has several labels (a K grid), the one with the best BLEU on
-the `valid` set at the lowest seed is used, as the paper chose K on its dev set.
+The methods are recognized by their configs (ROLES): the experiment's baseline is
+APE, a method with SHAPE on both sides is SHAPE, one with Shaw's relative attention
+on both sides (its key term alone included) is RPE. Where a role has several labels
+(a K grid), the one with the best BLEU on the `valid` set at the lowest seed is used,
+as the paper chose K on its dev set.
+
+Where a batch has them, the perSPE paper's findings (Oka et al. 2022) follow, the
+methods named as its tables name them (encoder/decoder: SPE, perSPE, none, RPE), and
+seed 003's on the decaying attention mask; judged the same way, on trained models
+only, "about the same" within the seeds' spread.
 """
 import math
 import statistics
 
 from onmt_posenc.analysis import length_buckets
 from onmt_posenc.analysis.swapped import results_by_set
-from onmt_posenc.experiment import uses_shape
 from onmt_posenc.options import attention_scheme
 from onmt_posenc.runs import read_analysis
 
@@ -32,21 +37,56 @@ SAME_BLEU = 1.0
 SPREAD_FACTOR = 2.0
 # Training speed ratio within this of 1 is "about as fast".
 SAME_SPEED = 0.05
+# A machine whose load average exceeds its cores by more than this was shared
+LOAD_MARGIN = 0.5
 # "Far below": SHAPE's swapped drop at most this share of APE's, which must itself be a real drop.
 SWAPPED_SHARE, SWAPPED_MIN_APE_DROP = 0.5, 1.0
 NEAR_INVARIANT = 0.9
+# "Collapses": BLEU at most this share of the other method's
+COLLAPSE = 0.75
+
+
+def side_encodings(config):
+    """(encoder, decoder) absolute encodings a run's config chooses, as the extension
+    resolves them (options.resolve_position_options), without OpenNMT-py's parser."""
+    def side(key, default):
+        return config.get(key) or default
+
+    absolute = "sinusoidal" if config.get("position_encoding") else "none"
+    shape = "shape" if config.get("shape_max_shift") is not None else absolute
+    return (side("src_position_encoding", shape),
+            side("tgt_position_encoding", "perspe" if config.get("perspe_range") is not None else shape))
+
+
+# A method's role, by (encoder, decoder, attention) of its config: the tables' names,
+# the perSPE paper's "encoder/decoder" for its ablation (Oka et al. 2022, Tables 1, 4)
+ROLES = {
+    ("shape", "shape", "absolute"): "SHAPE",
+    ("none", "none", "shaw"): "RPE",
+    ("sinusoidal", "perspe-phrase", "absolute"): "perSPE",
+    ("sinusoidal", "perspe-token", "absolute"): "SPE/perSPE-token",
+    ("perspe-token", "sinusoidal", "absolute"): "perSPE-token/SPE",
+    ("perspe-token", "perspe-token", "absolute"): "perSPE-token/perSPE-token",
+    ("none", "sinusoidal", "absolute"): "none/SPE",
+    ("sinusoidal", "none", "absolute"): "SPE/none",
+    ("none", "none", "absolute"): "none/none",
+    ("sinusoidal", "none", "decay-decoder"): "SPE/decay",
+    ("none", "none", "shaw-encoder"): "RPE/none",
+    ("none", "none", "shaw-decoder"): "none/RPE",
+}
 
 
 def _role(record, baseline):
     config = record.get("config") or {}
     if record["method"] == baseline:
         return "APE"
-    if uses_shape(config):
-        return "SHAPE"
-    if attention_scheme(config.get("relative_positions_buckets"), config.get("max_relative_positions"),
-                        config.get("relative_attention")) == "shaw":
-        return "RPE"
-    return None
+    unit = "phrase" if config.get("perspe_unit") in (None, "phrase") else "token"
+    encoder, decoder = (f"perspe-{unit}" if side == "perspe" else side for side in side_encodings(config))
+    attention = attention_scheme(config.get("relative_positions_buckets"), config.get("max_relative_positions"),
+                                 config.get("relative_attention"))
+    if attention != "absolute" and config.get("relative_positions_side") not in (None, "both"):
+        attention += f"-{config['relative_positions_side']}"
+    return ROLES.get((encoder, decoder, attention))
 
 
 def joined_training(setting):
@@ -251,6 +291,20 @@ def shift_invariance(batch, paper):
     return _missing(claim, paper, "the shift-invariance analysis for APE and SHAPE")
 
 
+def shared_device(record):
+    """Why a run's training speed says nothing about its method (None: it trained alone):
+    other trainings beside it, a machine loaded beyond its cores, or nothing recorded."""
+    sharing = record.get("device_sharing")
+    if not sharing:
+        return f"{record['id']}: whether it shared its machine was not recorded"
+    if sharing.get("other_trainings"):
+        return f"{record['id']} trained beside {sharing['other_trainings']} other training(s)"
+    load, cores = sharing.get("load_average"), sharing.get("cores")
+    if load is not None and cores and load > cores + LOAD_MARGIN:
+        return f"{record['id']} trained on a loaded machine (load average {load:.1f} on {cores} cores)"
+    return None
+
+
 def speed(batch, speeds, role, paper, held):
     claim = {"SHAPE": f"SHAPE trains about as fast as APE (within x{1 - SAME_SPEED:.2f}..x{1 + SAME_SPEED:.2f})",
              "RPE": f"RPE trains slower than APE (below x{1 - SAME_SPEED:.2f})"}[role]
@@ -259,8 +313,97 @@ def speed(batch, speeds, role, paper, held):
         if ape is None or other is None or other["label"] not in speeds.get(data, {}):
             continue
         ratio = speeds[data][other["label"]]
-        return _row(claim, paper, f"{batch.where(data, role)}: x{ratio:.3f} training tokens/s", held(ratio))
+        measured = f"{batch.where(data, role)}: x{ratio:.3f} training tokens/s"
+        shared = list(filter(None, (shared_device(ape), shared_device(other))))
+        if shared:  # a ratio measured beside other work depends on that work
+            return _row(claim, paper, f"{measured}; not a measurement of the method: {'; '.join(shared)}",
+                        "not measured")
+        return _row(claim, paper, measured, held(ratio))
     return _missing(claim, paper, f"training speed of APE and {role}")
+
+
+def compare(batch, claim, paper, role, against, judge):
+    """`role` against `against` on the test set of the first VANILLA setting with both:
+    judge(difference, tolerance, role's mean, against's mean) says if the claim held."""
+    eval_set = "test" if "test" in batch.experiment.eval_sets else batch.experiment.eval_sets[-1]
+    for data in batch.of_kind("VANILLA"):
+        one, other = batch.bleu(data, role, eval_set), batch.bleu(data, against, eval_set)
+        if not one or not other:
+            continue
+        tolerance, rule = same_bleu_tolerance(one, other)
+        difference = statistics.mean(one) - statistics.mean(other)
+        measured = (f"{batch.where(data, role, against)}, {eval_set}: {role} {_mean_cell(one)} vs {against} "
+                    f"{_mean_cell(other)} ({difference:+.2f}; {rule})")
+        return (_unconverged(claim, paper, measured, batch.runs[(data, role)] + batch.runs[(data, against)])
+                or _row(claim, paper, measured, judge(difference, tolerance, statistics.mean(one),
+                                                      statistics.mean(other))))
+    return _missing(claim, paper, f"a VANILLA data setting with {role} and {against}")
+
+
+def better(difference, tolerance, *means):
+    return difference > tolerance
+
+
+def worse(difference, tolerance, *means):
+    return difference < -tolerance
+
+
+def same(difference, tolerance, *means):
+    return abs(difference) <= tolerance
+
+
+def collapses(difference, tolerance, mean, against):
+    """Far below: at most COLLAPSE of the other's BLEU (the perSPE paper's 22.8 of 40.8 is 0.56)."""
+    return mean <= COLLAPSE * against
+
+
+def decaying_mask_without_training(batch, paper):
+    """Seed 003's untrained check on the baseline (APE) model: perplexity with the decoder's
+    positions removed, and removed but the decaying mask in its self-attention."""
+    claim = "Without training, the decaying mask recovers part of what removing the decoder's positions costs"
+    for data in batch.of_kind("VANILLA"):
+        ablation = batch.analysis(data, "APE", "position_ablation")
+        conditions = (ablation or {}).get("conditions") or {}
+        if not {"decoder", "decoder+decay"} <= set(conditions):
+            continue
+        kept, removed, decay = (ablation["perplexity_kept"], conditions["decoder"]["perplexity"],
+                                conditions["decoder+decay"]["perplexity"])
+        measured = (f"{batch.where(data, 'APE')}, APE's perplexity: {kept:.2f} as trained, {removed:.2f} without "
+                    f"the decoder's positions, {decay:.2f} without them but with the decaying mask")
+        return (_unconverged(claim, paper, measured, [batch.first_seed(data, "APE")])
+                or _row(claim, paper, measured, decay < removed))
+    return _missing(claim, paper, "the position ablation of an APE model with its decoder conditions")
+
+
+def perspe_claims(batch):
+    """The perSPE paper's findings (Oka et al. 2022; ASPEC En->Ja unless said) and seed 003's
+    on the decaying mask, where the batch has the methods; none otherwise."""
+    roles = {role for _, role in batch.runs}
+    if not roles & {role for role in ROLES.values() if role not in ("SHAPE", "RPE")}:
+        return []
+    return [
+        compare(batch, "perSPE (target phrases, [-1, 1]) improves BLEU over SPE",
+                "ASPEC 41.0 -> 41.4; IWSLT17 8.5 -> 9.3 (Tables 2, 3)", "perSPE", "APE", better),
+        compare(batch, "Token-level perturbation of the decoder ([-2, 2]) does not hurt",
+                "SPE/perSPE 41.2 vs SPE/SPE 40.8 (Table 4)", "SPE/perSPE-token", "APE",
+                lambda difference, tolerance, *means: difference >= -tolerance),
+        compare(batch, "Perturbing the encoder's positions hurts", "perSPE/SPE 37.4 vs SPE/SPE 40.8 (Table 4)",
+                "perSPE-token/SPE", "APE", worse),
+        compare(batch, "Perturbing both sides collapses BLEU", "perSPE/perSPE 23.7 vs SPE/SPE 40.8 (Table 4)",
+                "perSPE-token/perSPE-token", "APE", collapses),
+        compare(batch, "No positions in the encoder collapses BLEU", "none/SPE 22.8 vs SPE/SPE 40.8 (Table 1)",
+                "none/SPE", "APE", collapses),
+        compare(batch, "No positions in the decoder barely changes BLEU", "SPE/none 41.0 vs SPE/SPE 40.8 (Table 1)",
+                "SPE/none", "APE", same),
+        compare(batch, "RPE in the encoder only is about RPE on both sides", "RPE/none 40.3 vs RPE/RPE 39.1 "
+                "(Table 1; keys only)", "RPE/none", "RPE", lambda difference, tolerance, *means: difference >= -tolerance),
+        compare(batch, "RPE in the decoder only collapses BLEU", "none/RPE 19.3 vs RPE/RPE 39.1 (Table 1)",
+                "none/RPE", "RPE", collapses),
+        compare(batch, "The decaying mask beats no positions in the decoder (trained)",
+                "seed 003, GPT-2 untrained: perplexity 11,897 vs 712,014", "SPE/decay", "SPE/none", better),
+        decaying_mask_without_training(batch, "GPT-2: 111 with positions, 712,014 without, 11,897 with the "
+                                              "decaying mask (seed 003)"),
+    ]
 
 
 def evaluate(experiment, records, speeds):
@@ -276,4 +419,5 @@ def evaluate(experiment, records, speeds):
         speed(batch, speeds, "SHAPE", "x1.01 (VANILLA), x0.99 (EXTRAPOLATE, INTERPOLATE)",
               lambda ratio: abs(ratio - 1) <= SAME_SPEED),
         speed(batch, speeds, "RPE", "x0.91", lambda ratio: ratio < 1 - SAME_SPEED),
+        *perspe_claims(batch),
     ]

@@ -42,6 +42,8 @@ from onmt_posenc.runs import (AVERAGED, FAILURE, RESULT, WARM_START, corpus_file
 
 # The seconds onmt_build_vocab took, in the run's folder
 VOCAB_SECONDS = "logs/build_vocab_seconds.json"
+# Whether training shared the machine (DeviceWatch), over every invocation of onmt_train
+DEVICE = "logs/device_sharing.json"
 # Analyses of one model, run right after its evaluation; the report puts them side by side.
 PER_RUN_ANALYSES = ("length_buckets", "shift_invariance", "position_ablation", "token_nll", "swapped")
 
@@ -148,13 +150,59 @@ class Progress:
         self.say(f"{status} in {self.clock(seconds)}")
 
 
-def _train_progress(progress):
-    """on_line for onmt_train: progress from its reports (curves.TRAIN_REPORT)."""
+class DeviceWatch:
+    """Whether training shared its machine, sampled at each of onmt_train's reports: the
+    other onmt_train processes running (other shards on the GPU or the CPU) and the load
+    average against the cores. A speed measured beside other work says nothing about
+    the method (claims.speed)."""
+
+    def __init__(self):
+        self.others, self.loads = [], []
+
+    def sample(self):
+        if hasattr(os, "getloadavg"):
+            self.loads.append(os.getloadavg()[0])
+        trainings = other_trainings()
+        if trainings is not None:
+            self.others.append(trainings)
+
+    def summary(self, earlier=None):
+        """This invocation's samples, merged with an earlier invocation's summary."""
+        earlier = earlier or {}
+        loads = self.loads + ([earlier["load_average"]] if earlier.get("load_average") is not None else [])
+        others = self.others + ([earlier["other_trainings"]] if earlier.get("other_trainings") is not None else [])
+        return {"other_trainings": max(others) if others else None,
+                "load_average": round(statistics.mean(loads), 2) if loads else None,
+                "cores": os.cpu_count(), "samples": len(self.loads) + earlier.get("samples", 0)}
+
+
+def other_trainings():
+    """How many onmt_train processes run on this machine besides one (ours); None where
+    processes cannot be listed (no /proc)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    count = 0
+    for cmdline in proc.glob("[0-9]*/cmdline"):
+        try:
+            arguments = cmdline.read_bytes().split(b"\0")
+        except OSError:  # the process ended meanwhile
+            continue
+        # the console script (python .../onmt_train) or the module; the first spawned worker's
+        # parent too: count the command line of each training once
+        count += any(Path(a.decode(errors="replace")).name == "onmt_train" for a in arguments[:2])
+    return max(count - 1, 0)
+
+
+def _train_progress(progress, watch):
+    """on_line for onmt_train: progress from its reports (curves.TRAIN_REPORT), and the
+    machine's sharing sampled at each."""
 
     def on_line(line):
         found = curves.TRAIN_REPORT.search(line)
         if found:
             progress.train_step(int(found.group(1)), int(found.group(2)))
+            watch.sample()
 
     return on_line
 
@@ -206,7 +254,13 @@ class RunExecutor:
                 write_json(self.dir / WARM_START, {"from": config["train_from"], "sha256": file_digest(config["train_from"])})
                 args += ["-reset_optim", "all", "-update_vocab", "-override_opts"]
             self.progress.start_training(checkpoint_step(resume_from) if resume_from else 0)
-            self.stock("onmt_train", args, "train", _train_progress(self.progress), append=resume_from is not None)
+            watch = DeviceWatch()
+            try:
+                self.stock("onmt_train", args, "train", _train_progress(self.progress, watch),
+                           append=resume_from is not None)
+            finally:  # an interrupted invocation's samples count too
+                earlier = read_stored(self.dir / DEVICE)[0] if (self.dir / DEVICE).is_file() else None
+                write_json(self.dir / DEVICE, watch.summary(earlier if resume_from is not None else None))
             self.progress.end_training()
         evaluation_started = time.time()
         saved = checkpoints(self.dir)
@@ -243,6 +297,7 @@ class RunExecutor:
             "resumed_from": checkpoint_step(resume_from) if resume_from else None,
             "evaluation": evaluation_of(self.experiment, self.experiment.data[self.run.data]),
             "machine": machine(),
+            "device_sharing": read_stored(self.dir / DEVICE)[0] if (self.dir / DEVICE).is_file() else None,
             "longest_training_source": self.longest_source,
             "checkpoints_averaged": [p.name for p in averaged],
             # every invocation of the run added up (a resumed run: its earlier attempts too)

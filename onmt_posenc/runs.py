@@ -71,6 +71,8 @@ RECORD = {  # result.json or failure.json
     "training_speed": Maybe({"tokens_per_second": NUMBER}, null=True),
     "train_seconds": Maybe(NUMBER), "seconds": Maybe(NUMBER),
     "machine": Maybe({"cpu": str, "cores": Maybe(int, null=True), "gpus": Maybe([str]), "torch": str}, null=True),
+    "device_sharing": Maybe({"other_trainings": Maybe(int, null=True), "load_average": Maybe(NUMBER, null=True),
+                             "cores": Maybe(int, null=True)}, null=True),
     "curve": Maybe({"valid": Maybe([{"step": int, "ppl": NUMBER, "bleu": Maybe(NUMBER)}])}, null=True),
     "convergence": Maybe({"converged": Maybe(bool, null=True), "why": str}, null=True),
     "analyses": Maybe(Each(str)), "analysis_errors": Maybe(Each(str)), "config": Maybe(dict, null=True),
