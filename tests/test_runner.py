@@ -1005,3 +1005,32 @@ def test_a_finished_run_trains_on_when_the_file_asks_for_more_updates(demo, tmp_
     assert stored["config"]["train_steps"] == 24 and stored["curve"]["started_from"] == [0, 16]
     assert [p["step"] for p in stored["curve"]["valid"]] == [16]  # valid_steps 16: nothing new at 24
     assert stored["checkpoints_averaged"] == ["model_step_16.pt", "model_step_24.pt"]
+
+
+def test_report_plots_shapes_difference_by_training_pairs(tmp_path):
+    """Over VANILLA settings that differ in size: SHAPE minus APE, ± the seeds' standard error."""
+    from onmt_posenc import report
+
+    loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", output=tmp_path / "out")
+    wanted = {"vanilla-30k": {"ape": [5.0, 5.4], "shape-K10": [3.0, 3.2]}, "vanilla": {"ape": [8.0], "shape-K10": [7.5]},
+              "vanilla-120k": {"ape": [11.0], "shape-K10": [10.9]}}
+    records = []
+    for run in loaded.runs:
+        scores = wanted.get(run.data, {}).get(run.label)
+        if scores and run.seed <= len(scores):
+            bleu = scores[run.seed - 1]
+            records.append({**runner.run_fields(run), "status": "finished", "bleu": {"valid": bleu, "test": bleu},
+                            "bleu_signature": "tok:ja-mecab", "length_ratio": {"valid": 1.0, "test": 1.0},
+                            "config": run.config, "convergence": {"converged": True, "why": "test"},
+                            "dir": str(tmp_path / run.id), "analyses": {}})
+        else:
+            records.append({**runner.run_fields(run), "status": "missing", "dir": str(tmp_path / run.id)})
+    text = report.write(loaded, records).read_text(encoding="utf-8")
+    assert "## SHAPE's difference from APE by training data" in text
+    section = text[text.index("## SHAPE's difference from APE by training data"):]
+    rows = [line for line in section.splitlines() if line.startswith("| vanilla")]
+    # smallest first; 30k: -2.10 ± sqrt(0.08/2 + 0.02/2) = 0.22
+    assert rows[:3] == ["| vanilla-30k | 30,000 | 5.20 ± 0.28 | 3.10 ± 0.14 | -2.10 ± 0.22 |",
+                        "| vanilla | 60,000 | 8.00 | 7.50 | -0.50 |",
+                        "| vanilla-120k | 120,000 | 11.00 | 10.90 | -0.10 |"]
+    assert (tmp_path / "out" / "plots" / "data_size.png").read_bytes()[:8] == PNG_MAGIC

@@ -143,7 +143,7 @@ def layer_methods(args, longest):
         ),
         "our Shaw": lambda fused: ShawRelativeAttention(heads, dim, far, **common),
         "our Shaw, separate tables": lambda fused: ShawRelativeAttention(
-            heads, dim, far, separate_values=True, **common
+            heads, dim, far, values="separate", **common
         ),
         f"Music, K={far}": lambda fused: MusicRelativeAttention(heads, dim, far, fused=fused, **common),
         f"Music, K={longest}": lambda fused: MusicRelativeAttention(heads, dim, longest, fused=fused, **common),
