@@ -23,6 +23,7 @@ COMMANDS = {
     "token-nll": ("onmt_posenc.analysis.token_nll", "share of gold tokens where model A has lower NLL than B"),
     "speed": ("onmt_posenc.analysis.speed", "forward-backward tokens/s of checkpoints relative to a baseline, same batches"),
     "position-ablation": ("onmt_posenc.analysis.position_ablation", "features and perplexity with the position encoding removed"),
+    "length-penalty": ("onmt_posenc.analysis.length_penalty", "BLEU with each length penalty, chosen on valid: how much is length"),
 }
 
 

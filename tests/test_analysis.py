@@ -314,3 +314,28 @@ def test_length_bucket_plot_of_a_baseline_alone_has_no_empty_gain_panel(tmp_path
         warnings.simplefilter("error")
         path = length_buckets.plot(result, tmp_path / "alone.png", "alone")
     assert open(path, "rb").read(8) == PNG_MAGIC
+
+
+def test_length_penalty_command_chooses_on_valid_and_scores_test(trained):
+    """Each penalty decoded and scored as onmt_translate with it would be; the choice is the
+    best validation BLEU."""
+    work = trained["dir"] / "penalties"
+    result = run([command("onmt-posenc"), "length-penalty", "--model", trained["ape"],
+                  "--valid-src", trained["src"], "--valid-ref", trained["tgt"], "--test-src", trained["src"],
+                  "--test-ref", trained["tgt"], "--penalties", "none", "wu:1.0", "--sentences", "20",
+                  "--beam-size", "2", "--max-length", "40", "--workdir", work, "--json", work / "result.json"])
+    stored = json.loads((work / "result.json").read_text())
+    assert list(stored["penalties"]) == ["none", "wu:1"]
+    best = max(stored["penalties"], key=lambda name: stored["penalties"][name]["valid"]["bleu"])
+    assert stored["chosen_on_valid"] == best and f"{best:<16}" in result.stdout and "<- chosen on valid" in result.stdout
+    # wu:1 is onmt_translate's own -length_penalty wu -alpha 1: the same translation
+    direct = trained["dir"] / "wu1.hyp"
+    run([command("onmt_translate"), "-model", trained["ape"], "-src", work / "valid.first20.src", "-output", direct,
+         "-beam_size", "2", "-max_length", "40", "-length_penalty", "wu", "-alpha", "1.0"])
+    assert read_lines(direct) == read_lines(work / "valid.wu:1.hyp")
+    scores = stored["penalties"]["wu:1"]["test"]
+    assert scores["bleu"] == pytest.approx(corpus_bleu(read_lines(direct), read_lines(trained["tgt"])[:20]).score)
+    bad = run([command("onmt-posenc"), "length-penalty", "--model", trained["ape"], "--valid-src", trained["src"],
+               "--valid-ref", trained["tgt"], "--test-src", trained["src"], "--test-ref", trained["tgt"],
+               "--penalties", "wu", "--workdir", work], expect_ok=False)
+    assert bad.returncode == 2 and "expects none, avg or wu:ALPHA (e.g. wu:0.6), got 'wu'" in bad.stderr
