@@ -29,6 +29,10 @@ class CheckpointError(ValueError):
     """A file that does not load as a checkpoint (cut short, or something else)."""
 
 
+class OutputExistsError(OSError):
+    """A file a command would write exists, and the command was not told to overwrite it."""
+
+
 def _describe(source):
     return source if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__") else "checkpoint"
 

@@ -5,6 +5,7 @@ Every hook below names the OpenNMT-py 3.5.1 function it wraps; when OpenNMT-py
 changes, this file is where it breaks.
 """
 import functools
+import os
 import re
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ def activate():
     _split_tokens_on_any_whitespace()
     _support_concat_pairs()
     _dump_samples_before_the_pool_ends()
+    _say_how_to_build_the_vocabulary_again()
     _add_options()
     _read_config_includes()
     _reject_unknown_config_keys()
@@ -149,6 +151,41 @@ def _dump_samples_before_the_pool_ends():
 
     # `build_vocab` and `init_pool` look the function up by this name when they run.
     build_vocab.build_sub_vocab = build_sub_vocab
+
+
+def _say_how_to_build_the_vocabulary_again():
+    """A second onmt_build_vocab counted the whole corpus, then stopped at its first existing
+    output with an OSError traceback ("path run/vocab.src exists, stop."): the vocabularies
+    are checked before the counting, and each output says in one line how to write it again."""
+    from onmt.bin import build_vocab
+    from onmt.utils.parse import ArgumentParser
+
+    def refuse(path):
+        raise checkpoints.OutputExistsError(
+            f"{path} exists already: to write it again, add -overwrite (or `overwrite: true` in the config)")
+
+    stock_validate_prepare_opts = ArgumentParser.validate_prepare_opts.__func__
+
+    @classmethod
+    @functools.wraps(stock_validate_prepare_opts)
+    def validate_prepare_opts(cls, opt, build_vocab_only=False):
+        stock_validate_prepare_opts(cls, opt, build_vocab_only=build_vocab_only)
+        if build_vocab_only and not opt.overwrite:
+            for path in (opt.src_vocab, None if opt.share_vocab else opt.tgt_vocab):
+                if path and os.path.exists(path):
+                    refuse(path)
+
+    ArgumentParser.validate_prepare_opts = validate_prepare_opts
+
+    stock_check_path = build_vocab.check_path
+
+    @functools.wraps(stock_check_path)
+    def check_path(path, exist_ok=False, log=print):
+        if os.path.exists(path) and not exist_ok:
+            refuse(path)
+        return stock_check_path(path, exist_ok=exist_ok, log=log)
+
+    build_vocab.check_path = check_path
 
 
 def _add_options():
@@ -451,7 +488,8 @@ def _errors_in_one_line():
     # SequenceTooLongError: a sentence longer than a position table (randomized positions' L
     # included); PhraseBoundariesMissingError: perSPE without its phrase files, at update 1
     # ModelOptionsError: a checkpoint whose options the extension refuses (made before an option existed)
-    one_line = (checkpoints.CheckpointError, checkpoints.UnsafeCheckpointError, ConcatPairsError, PhraseFileError,
+    one_line = (checkpoints.CheckpointError, checkpoints.UnsafeCheckpointError, checkpoints.OutputExistsError,
+                ConcatPairsError, PhraseFileError,
                 NotExportableError, CTranslate2TooOldError, OutputFolderError, SequenceTooLongError,
                 PhraseBoundariesMissingError, options.ModelOptionsError)
     stock_excepthook = sys.excepthook

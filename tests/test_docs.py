@@ -18,15 +18,17 @@ import io
 import itertools
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TOY_ENDE, command, head
+from conftest import MULTI30K, REPO, TOY_ENDE, command, head
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 STOCK = ("onmt_build_vocab", "onmt_train", "onmt_translate", "onmt_average_models", "onmt_release_model")
 FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
@@ -134,31 +136,64 @@ def test_readme_is_short_with_contents_linking_every_docs_page():
         assert f"(docs/{page.name})" in contents, f"docs/{page.name} is not in the README's contents"
 
 
-def quick_start_block():
-    """The one sh block of the README's quick start section."""
-    section = README.read_text(encoding="utf-8").split("## Quick start", 1)[1].split("\n## ", 1)[0]
+def sh_block(path, heading):
+    """The one sh block of the section `heading` of a Markdown page."""
+    section = path.read_text(encoding="utf-8").split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
     shell = re.findall(r"^```sh\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
-    assert len(shell) == 1, "the quick start should be one sh block"
+    assert len(shell) == 1, f"{path.name}'s section {heading} should hold one sh block"
     return shell[0]
+
+
+def quick_start_block():
+    return sh_block(README, "Quick start")
+
+
+def run_block(block, folder):
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(folder)}
+    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return result
 
 
 def test_readme_quick_start_runs_as_written_on_committed_data(tmp_path):
     """The README's quick start block, byte for byte, with bash in a folder holding the
-    user's files: 2,000 toy-ende training pairs and 10 test sentences from tests/data."""
+    user's files: 2,000 toy-ende training pairs and 10 test sentences from tests/data. It
+    shows progress and ends in translations that are not empty (what the README says)."""
     head(TOY_ENDE / "src-train.txt", tmp_path / "train.src", 2000)
     head(TOY_ENDE / "tgt-train.txt", tmp_path / "train.tgt", 2000)
     head(TOY_ENDE / "src-test.txt", tmp_path / "test.src", 10)
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path)}
-    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", quick_start_block()], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    result = run_block(quick_start_block(), tmp_path)
+    assert len(re.findall(r"Step \d+/ *400;", result.stderr)) == 10  # a progress line every 40 updates
     hyp = tmp_path / "test.hyp"
-    assert hyp.is_file() and len(hyp.read_text(encoding="utf-8").splitlines()) == 10
+    lines = hyp.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 10 and all(line.strip() for line in lines)
     import torch
 
-    checkpoint = torch.load(tmp_path / "run" / "model_step_20.pt", map_location="cpu", weights_only=False)
+    checkpoint = torch.load(tmp_path / "run" / "model_step_400.pt", map_location="cpu", weights_only=False)
     assert checkpoint["opt"].shape_max_shift == 40  # the model trained is SHAPE
     assert checkpoint["opt"].src_position_encoding == checkpoint["opt"].tgt_position_encoding == "shape"
+    # building the vocabulary again: one line that says how
+    again = subprocess.run([str(Path(sys.executable).parent / "onmt_build_vocab"), "-config", "shape.yaml",
+                            "-n_sample", "-1"], cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode != 0 and "Traceback" not in again.stderr
+    assert again.stderr.strip().splitlines()[-1] == ("onmt_build_vocab: error: run/vocab.src exists already: to write "
+                                                     "it again, add -overwrite (or `overwrite: true` in the config)")
+
+
+def test_raw_text_block_tokenizes_with_the_stock_transform(tmp_path):
+    """docs/methods.md's raw-text block after the README's quick start, on raw Multi30k: the
+    vocabulary holds the tokenizer's pieces (joiner marks), and the translations come back
+    as plain text."""
+    shutil.copy(MULTI30K / "train.en", tmp_path / "train.src")
+    shutil.copy(MULTI30K / "train.de", tmp_path / "train.tgt")
+    head(MULTI30K / "test_2016_flickr.en", tmp_path / "test.src", 10)
+    run_block(quick_start_block(), tmp_path)
+    run_block(sh_block(DOCS / "methods.md", "Raw text"), tmp_path)
+    vocab = (tmp_path / "run" / "vocab.src").read_text(encoding="utf-8").split()
+    assert "￭." in vocab and "it." not in vocab
+    lines = (tmp_path / "test.hyp").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 10 and any(line.strip() for line in lines) and not any("￭" in line for line in lines)
 
 
 # --- command lines ---------------------------------------------------------------------------
@@ -348,3 +383,20 @@ def test_python_blocks_import_what_exists():
                     assert hasattr(imported, name.strip()), f"{rel(page)}: {module} has no {name.strip()}"
     assert checked >= 1
 
+
+def test_the_papers_recipe_on_your_corpus_runs_as_written(tmp_path):
+    """docs/methods.md's block, byte for byte, from a copy of the repository's recipes, with
+    ~/corpus holding 2,000 toy-ende pairs: the recipe's keys stay, the overrides win."""
+    shutil.copytree(REPO / "recipes", tmp_path / "recipes")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for part, lines in (("train", 2000), ("val", 100), ("test", 10)):
+        for side, name in (("src", "src"), ("tgt", "tgt")):
+            head(TOY_ENDE / f"{side}-{part}.txt", corpus / f"{'valid' if part == 'val' else part}.{name}", lines)
+    run_block(sh_block(DOCS / "methods.md", "The paper's recipe on your corpus"), tmp_path)
+    assert len((corpus / "test.hyp").read_text(encoding="utf-8").splitlines()) == 10
+    import torch
+
+    opt = torch.load(corpus / "run" / "model_step_200.pt", map_location="cpu", weights_only=False)["opt"]
+    assert (opt.shape_max_shift, opt.label_smoothing, opt.adam_beta2, opt.decay_method) == (500, 0.1, 0.98, "noam")
+    assert (opt.enc_layers, opt.hidden_size, opt.world_size, opt.model_dtype) == (2, 64, 1, "fp32")
