@@ -663,6 +663,26 @@ def add_arguments(parser, reporting=False):
                         help="override a key of the experiment file, e.g. --set settings.train_steps=100")
 
 
+def _label_by_folder(mapping, folder_name):
+    """With `--data FOLDER`, a data setting of the generated task reads the folder instead:
+    its label (in `data` and the grid) becomes the folder's name, so that runs, progress
+    and report do not call real files "synthetic"."""
+    data = mapping.get("data")
+    if not isinstance(data, dict):
+        return
+    label = re.sub(r"[^\w.-]+", "-", folder_name) or "data"
+    generated = [key for key, spec in data.items() if isinstance(spec, dict) and "synthetic" in spec]
+    renames = {key: (label if len(generated) == 1 and label not in data else f"{label}-{key}") for key in generated}
+    mapping["data"] = {renames.get(key, key): spec for key, spec in data.items()}
+    for spec in mapping["data"].values():
+        if isinstance(spec, dict) and spec.get("warm_start") in renames:
+            spec["warm_start"] = renames[spec["warm_start"]]
+    grids = mapping.get("grid")
+    for grid in grids if isinstance(grids, list) else [grids]:
+        if isinstance(grid, dict) and isinstance(grid.get("data"), list):
+            grid["data"] = [renames.get(name, name) for name in grid["data"]]
+
+
 def from_arguments(args):
     return load(args.experiment, args.overrides, args.output, args.data)
 
@@ -686,6 +706,7 @@ def load(path, overrides=(), output=None, data_folder=None):
     if data_folder is not None:
         name = f"{name}-{Path(data_folder).resolve().name}"
         mapping.pop("output", None)
+        _label_by_folder(mapping, Path(data_folder).resolve().name)
     if mapping.get("output") is not None:
         _string(mapping["output"], path, "output")
 

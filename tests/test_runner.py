@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import MULTI30K, REPO, TOY_ENDE, command, head, run, write_yaml
+from conftest import MULTI30K, REPO, TEST_DATA, TOY_ENDE, command, head, run, write_yaml
 
 from onmt_posenc import experiment as experiments
 from onmt_posenc import runner
@@ -51,6 +51,26 @@ def experiment_file(tmp_path, **changes):
     }
     mapping.update(changes)
     return write_yaml(tmp_path / "experiment.yaml", mapping)
+
+
+@pytest.fixture(scope="module")
+def kftt_folder(tmp_path_factory):
+    """The committed KFTT excerpt as `prepare kftt` writes it: kftt.yaml's folder (its data
+    settings keep their sizes and designs with --data)."""
+    folder = tmp_path_factory.mktemp("kftt") / "kftt"
+    run([command("onmt-posenc"), "prepare", "kftt", folder, "--from", TEST_DATA / "kftt", "--vocab-size", "3000"])
+    return folder
+
+
+def test_data_folder_names_the_generated_tasks_setting(tmp_path):
+    """`--data DIR` on the demo: its setting of the generated task reads DIR, and is named after it."""
+    folder = tmp_path / "my-corpus"
+    folder.mkdir()
+    for name in experiments.FOLDER_FILES:
+        head(TOY_ENDE / name, folder / name, 20)
+    loaded = experiments.load(DEMO, data_folder=folder)
+    assert list(loaded.data) == ["my-corpus"] and loaded.runs[0].id == "my-corpus/ape/seed1"
+    assert loaded.name == "demo-my-corpus" and loaded.data["my-corpus"].kind == "EXTRAPOLATE"
 
 
 def test_grid_expansion(tmp_path):
@@ -737,11 +757,11 @@ def test_only_shaw_plays_the_papers_rpe_in_the_claims():
     assert role({"shape_max_shift": 20, "src_position_encoding": "sinusoidal", "position_encoding": True}) is None
 
 
-def test_the_perspe_papers_tables_name_the_methods_of_kftt_yaml():
+def test_the_perspe_papers_tables_name_the_methods_of_kftt_yaml(kftt_folder):
     """Each method of recipes/experiments/kftt.yaml plays the role its name says."""
     from onmt_posenc import claims
 
-    loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml")
+    loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", data_folder=kftt_folder)
     roles = {run.label: claims._role({"method": run.method, "config": run.config}, loaded.baseline)
              for run in loaded.runs if run.data == "vanilla"}
     assert roles == {"ape": "APE", "perspe": "perSPE", "perspe-token-dec": "SPE/perSPE-token",
@@ -751,10 +771,10 @@ def test_the_perspe_papers_tables_name_the_methods_of_kftt_yaml():
                      "shape-K40": "SHAPE", "shape-enc-K10": None, "shape-dec-K10": None}
 
 
-def test_perspe_claims_judged_on_trained_models_with_the_seeds_spread(tmp_path):
+def test_perspe_claims_judged_on_trained_models_with_the_seeds_spread(kftt_folder):
     from onmt_posenc import claims
 
-    loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml")
+    loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", data_folder=kftt_folder)
     configs = {run.label: run.config for run in loaded.runs if run.data == "vanilla"}
     converged = {"converged": True, "why": "test"}
 
@@ -1007,11 +1027,12 @@ def test_a_finished_run_trains_on_when_the_file_asks_for_more_updates(demo, tmp_
     assert stored["checkpoints_averaged"] == ["model_step_16.pt", "model_step_24.pt"]
 
 
-def test_report_plots_shapes_difference_by_training_pairs(tmp_path):
+def test_report_plots_shapes_difference_by_training_pairs(tmp_path, kftt_folder):
     """Over VANILLA settings that differ in size: SHAPE minus APE, ± the seeds' standard error."""
     from onmt_posenc import report
 
-    loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", output=tmp_path / "out")
+    loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", output=tmp_path / "out",
+                              data_folder=kftt_folder)
     wanted = {"vanilla-30k": {"ape": [5.0, 5.4], "shape-K10": [3.0, 3.2]}, "vanilla": {"ape": [8.0], "shape-K10": [7.5]},
               "vanilla-120k": {"ape": [11.0], "shape-K10": [10.9]}}
     records = []
