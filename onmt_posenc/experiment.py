@@ -48,6 +48,7 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
       sets: [valid, test]            # the BLEU table's columns (default: every eval set)
       average_last: 10               # checkpoints averaged before translating (default: all saved)
       translate: {beam_size: 4}      # onmt_translate keys
+    tensorboard: true                # each run's curves for TensorBoard in <run>/tensorboard/
     analyses:                        # each key present runs that analysis; options inside
       length_buckets: {sets: [test], width: 10}
       shift_invariance: {set: valid, offsets: [0, 100, 250, 500], sentences: 200}
@@ -86,7 +87,8 @@ from onmt_posenc.interpolate import DEFAULT_SEP
 from onmt_posenc.prepare_corpus import LANGUAGES_FILE
 from onmt_posenc.synthetic import EVAL_SETS, SyntheticTask
 
-TOP_KEYS = {"name", "output", "recipe", "settings", "methods", "baseline", "data", "grid", "evaluation", "analyses"}
+TOP_KEYS = {"name", "output", "recipe", "settings", "methods", "baseline", "data", "grid", "evaluation", "analyses",
+            "tensorboard"}
 GRID_AXES = {"method", "data", "seed", "K"}
 ANALYSES = {
     "length_buckets": {"sets": None, "width": 10},
@@ -101,7 +103,7 @@ FOLDER_FILES = ("src-train.txt", "tgt-train.txt", "src-val.txt", "tgt-val.txt", 
 FOLDER_VALID_LINES, FOLDER_TEST_LINES = 500, 1000
 # Keys the runner sets in every run's config; an experiment cannot set them.
 RUNNER_KEYS = ("data", "save_data", "src_vocab", "tgt_vocab", "save_model", "log_file", "overwrite", "train_from",
-               "dump_samples")
+               "dump_samples", "tensorboard", "tensorboard_log_dir")
 # onmt_translate options the runner gives on its command line, over evaluation.translate.
 RUNNER_TRANSLATE_KEYS = ("model", "src", "output")
 # Keys each data setting's transforms own (see data_setting_keys).
@@ -199,6 +201,7 @@ class Experiment:
     analyses: dict  # name -> options (defaults filled in)
     # one run of each method and data setting no grid line uses: never run, but check_options checks their keys
     unused: list = field(default_factory=list)
+    tensorboard: bool = False  # each run logs its curves for TensorBoard in <run>/tensorboard/
 
     @property
     def translated_sets(self):
@@ -782,9 +785,13 @@ def load(path, overrides=(), output=None, data_folder=None):
     owned = set(translate) & set(RUNNER_TRANSLATE_KEYS)
     if owned:
         _fail(path, f"evaluation.translate sets {sorted(owned)}, which the runner sets for every translation")
+    tensorboard = mapping.get("tensorboard", False)
+    if not isinstance(tensorboard, bool):
+        _fail(path, f"tensorboard: must be true or false, got {_shown(tensorboard)}")
     return Experiment(
         path=path,
         name=name,
+        tensorboard=tensorboard,
         output=Path(output or mapping.get("output") or Path("runs") / name),
         baseline=baseline,
         data=data,

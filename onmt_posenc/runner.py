@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from onmt_posenc import experiment as experiments
-from onmt_posenc import curves, interpolate, report, stock
+from onmt_posenc import curves, interpolate, launcher, report, stock
 from onmt_posenc.analysis import not_a_folder
 from onmt_posenc.checkpoints import is_complete
 from onmt_posenc.evaluate import corpus_bleu, is_joined, split_scores
@@ -566,12 +566,20 @@ def add_arguments(parser):
     experiments.add_arguments(parser)
     parser.add_argument("--shard", metavar="I/N", help="run only shard I of N (every N-th run from the I-th); "
                         "merge with `onmt-posenc report` when all shards are done")
+    launcher.add_arguments(parser)
+
+
+def write_shard_record(experiment, shard, records):
+    """A shard's record, shard-I-of-N.json, which `onmt-posenc report` reads beside the runs."""
+    write_json(experiment.output / f"shard-{shard[0]}-of-{shard[1]}.json",
+               [{k: r.get(k) for k in ("id", "status", "error", "log")} for r in records])
 
 
 def main(args):
     try:
         experiment = experiments.from_arguments(args)
         shard = experiments.parse_shard(args.shard) if args.shard else None
+        launcher.check_arguments(args)
         experiments.check_options(experiment)  # every run, before the first one trains
         check_data_files(experiment, experiments.shard(experiment.runs, *shard) if shard else experiment.runs)
         problem = not_a_folder(experiment.output)
@@ -581,6 +589,13 @@ def main(args):
     except experiments.ExperimentError as error:
         print(f"onmt-posenc run: error: {error}", file=sys.stderr)
         return 2
+    if args.launcher:
+        experiment.output.mkdir(parents=True, exist_ok=True)
+        # the jobs load the file as this command did, wherever the scheduler starts them
+        return launcher.launch(experiment, {
+            "path": Path(args.experiment).resolve(), "overrides": list(args.overrides),
+            "output": experiment.output.resolve(), "data_folder": Path(args.data).resolve() if args.data else None,
+        }, args)
     runs = experiments.shard(experiment.runs, *shard) if shard else experiment.runs
     where = f" (shard {shard[0]}/{shard[1]})" if shard else ""
     print(f"{experiment.name}: {len(runs)} of {len(experiment.runs)} runs{where} -> {experiment.output}",
@@ -603,9 +618,7 @@ def main(args):
         where = f" (log: {record['log']})" if record.get("log") and str(record["log"]) not in record["error"] else ""
         print(f"  FAILED {record['id']}: {record['error']}{where}", file=sys.stderr)
     if shard:
-        name = f"shard-{shard[0]}-of-{shard[1]}.json"
-        write_json(experiment.output / name, [{k: r.get(k) for k in ("id", "status", "error", "log")}
-                                              for r in records])
+        write_shard_record(experiment, shard, records)
         same = "".join(f" --{key} {getattr(args, key)}" for key in ("data", "output") if getattr(args, key))
         same += "".join(f" --set {pair}" for pair in args.overrides)
         print(f"when every shard is done: onmt-posenc report {args.experiment}{same}", file=sys.stderr)

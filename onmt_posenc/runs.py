@@ -352,6 +352,8 @@ def run_config(experiment, run, files):
     )
     if not config.get("share_vocab"):
         config["tgt_vocab"] = str(directory / "vocab.tgt")
+    if experiment.tensorboard:  # one folder per run: shards never write into each other's
+        config.update(tensorboard=True, tensorboard_log_dir=str(directory / "tensorboard"))
     source = experiment.warm_start_source(run)
     if source is not None:
         config["train_from"] = str(run_dir(experiment, source) / AVERAGED)

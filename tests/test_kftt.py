@@ -182,6 +182,7 @@ EXPERIMENT = {
     "evaluation": {"sets": ["valid", "test"], "average_last": 2,
                    "translate": {"beam_size": 2, "batch_size": 64, "max_length": 12}},
     "analyses": {"swapped": {"set": "concat", "train_examples": 20}, "position_ablation": {"sentences": 20}},
+    "tensorboard": True,
 }
 
 
@@ -213,3 +214,6 @@ def test_an_en_ja_experiment_with_phrase_perspe_one_side_rpe_and_the_decaying_ma
     assert "aligned" in swapped["concat"] and "aligned" in swapped["train"]
     report = (output / "report.md").read_text(encoding="utf-8")
     assert "tok:ja-mecab" in report and "chrF" in report
+    # each run's TensorBoard curves in its own folder
+    for label in results:
+        assert list((output.glob(f"*/{label}/seed1/tensorboard/*/events.out.tfevents.*")))
