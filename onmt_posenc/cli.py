@@ -7,16 +7,17 @@ import argparse
 import importlib
 import sys
 
-from onmt_posenc.interpolate import InterpolateError
+from onmt_posenc.core.errors import UserError
+from onmt_posenc.hooks.stock import StockCommandError
 
 COMMANDS = {
-    "chunk-ja": ("onmt_posenc.chunk_japanese", "Japanese phrase boundaries for perSPE (MeCab + nltk RegexpParser)"),
-    "prepare": ("onmt_posenc.prepare_corpus", "Multi30k, KFTT or toy-ende in the layout of `run --data`: download or local copy"),
-    "prepare-wmt16": ("onmt_posenc.prepare_wmt16", "WMT16 En-De as in the SHAPE paper: download, then build all data settings"),
-    "interpolate": ("onmt_posenc.interpolate", "INTERPOLATE dev/test files: join N sentences per line, split translations back"),
-    "evaluate": ("onmt_posenc.evaluate", "detokenized sacreBLEU per newstest year with dev/test macro averages"),
-    "run": ("onmt_posenc.runner", "run an experiment YAML: a grid of trainings, BLEU, analyses, and the report"),
-    "report": ("onmt_posenc.report", "merge the finished runs of an experiment (all shards) into one report"),
+    "chunk-ja": ("onmt_posenc.data.chunk_japanese", "Japanese phrase boundaries for perSPE (MeCab + nltk RegexpParser)"),
+    "prepare": ("onmt_posenc.data.prepare_corpus", "Multi30k, KFTT or toy-ende in the layout of `run --data`: download or local copy"),
+    "prepare-wmt16": ("onmt_posenc.data.prepare_wmt16", "WMT16 En-De as in the SHAPE paper: download, then build all data settings"),
+    "interpolate": ("onmt_posenc.data.interpolate", "INTERPOLATE dev/test files: join N sentences per line, split translations back"),
+    "evaluate": ("onmt_posenc.core.scoring", "detokenized sacreBLEU per newstest year with dev/test macro averages"),
+    "run": ("onmt_posenc.experiments.run_command", "run an experiment YAML: a grid of trainings, BLEU, analyses, and the report"),
+    "report": ("onmt_posenc.experiments.report", "merge the finished runs of an experiment (all shards) into one report"),
     "swapped": ("onmt_posenc.analysis.swapped", "swapped evaluation: BLEU of the first sentence moved to the end"),
     "shift-invariance": ("onmt_posenc.analysis.shift_invariance", "cosine similarity of encoder states under position offsets"),
     "length-buckets": ("onmt_posenc.analysis.length_buckets", "BLEU and gain over a baseline by source length"),
@@ -55,11 +56,13 @@ def main(argv=None):
     args = parser.parse_args(chosen)
     try:
         return args.run(args)
-    except (InterpolateError, OSError) as error:
-        # A file that is missing, unreadable or not UTF-8 (read_lines names its line),
-        # in any command that did not say it already.
+    except (UserError, OSError) as error:
+        # what the user can fix: a file, an option, a value; a file missing or unreadable
         print(f"onmt-posenc {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except StockCommandError as error:  # a stock command failed on input that passed the checks
+        print(f"onmt-posenc {args.command}: error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

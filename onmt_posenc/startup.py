@@ -4,13 +4,13 @@ OpenNMT-py has no plugin mechanism and its `onmt_*` commands never import outsid
 packages. The wheel installs `onmt_posenc_startup.pth`, which imports this module
 at interpreter start-up (also in the worker processes that multi-GPU training
 spawns). It adds a meta-path finder that waits for the `onmt` package to finish
-importing and then calls `onmt_posenc.plugin.activate()`. Nothing heavy is
+importing and then calls `onmt_posenc.hooks.plugin.activate()`. Nothing heavy is
 imported here, so unrelated Python programs pay nothing.
 
 `ONMT_POSENC` chooses how much of the extension a process gets:
 
 - unset or `on`: all of it;
-- `stock`: stock OpenNMT-py with safe checkpoint loading only (onmt_posenc.checkpoints):
+- `stock`: stock OpenNMT-py with safe checkpoint loading only (onmt_posenc.model.checkpoints):
   the baseline of A/B comparisons, since on torch >= 2.6 stock OpenNMT-py cannot load
   any checkpoint (translation, train_from, averaging fail on `weights_only`);
 - `off`: nothing at all, exactly stock OpenNMT-py, checkpoint loading included.
@@ -41,7 +41,7 @@ def mode():
 
 
 def _activate_plugin():
-    from onmt_posenc import plugin
+    from onmt_posenc.hooks import plugin
 
     if _value() not in (*MODES, "", "1", "true", "yes", "0", "false", "no"):
         print(f"onmt-posenc: ONMT_POSENC={os.environ[ENV_SWITCH]} is none of {', '.join(MODES)}: the extension "
@@ -55,7 +55,7 @@ def _activate_plugin():
 def _prepare_converter():
     import onmt  # noqa: F401  (its import activates the plugin: safe checkpoint loading)
 
-    from onmt_posenc import export
+    from onmt_posenc.model import export
 
     if mode() == "on":  # stock: the converter as CTranslate2 ships it
         export.install()

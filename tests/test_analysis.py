@@ -17,9 +17,10 @@ from onmt_posenc.analysis import (
     swapped,
     token_nll,
 )
-from onmt_posenc.alignment import segment, units
-from onmt_posenc.evaluate import corpus_bleu
-from onmt_posenc.interpolate import join_lines, read_lines, write_lines
+from onmt_posenc.core.alignment import segment, units
+from onmt_posenc.core.scoring import corpus_bleu
+from onmt_posenc.core.joining import join_lines
+from onmt_posenc.core.text import read_lines, write_lines
 
 STEPS = 300  # enough for APE and SHAPE to differ in shift invariance (0.68 vs 0.78 measured)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -54,7 +55,7 @@ def test_gold_log_probs_equal_onmt_translate_gold_scores(trained):
     # Per sentence "GOLD SCORE: x" on a line of its own (the total comes after a log prefix).
     gold = [float(x) for x in re.findall(r"^GOLD SCORE: (-?[\d.]+)$", result.stderr, re.M)]
     loaded = models.load_model(trained["ape"])
-    src, tgt = models.read_lines(trained["src"]), models.read_lines(trained["tgt"])
+    src, tgt = models.read_token_lines(trained["src"]), models.read_token_lines(trained["tgt"])
     ours = [-sum(nll) for nll in token_nll.token_nlls(loaded, src, tgt, max_tokens=300)]
     assert len(gold) == len(ours) == 30
     assert ours == pytest.approx(gold, abs=2e-3)
@@ -83,7 +84,7 @@ def test_shift_invariance_command_and_sanity(trained):
 def test_offset_zero_reproduces_the_model(trained):
     """The offset module at k=0 gives exactly the trained encoder's states."""
     loaded = models.load_model(trained["ape"])
-    src = models.read_lines(trained["src"], 5)
+    src = models.read_token_lines(trained["src"], 5)
     batch = next(models.batches(loaded.vocabs, src))
     with torch.no_grad():
         plain = models.encode(loaded.model, batch)
@@ -201,13 +202,13 @@ def test_token_nll_command_and_comparison(trained):
          "--labels", "shape", "ape", "--src", trained["src"], "--tgt", trained["tgt"],
          "--train-tgt", trained["train_tgt"], "--plot", f"{out}.png", "--json", f"{out}.json"])
     result = json.loads(open(f"{out}.json").read())
-    tgt = models.read_lines(trained["tgt"])
+    tgt = models.read_token_lines(trained["tgt"])
     assert result["tokens"] == sum(len(t) + 1 for t in tgt)
     assert sum(map(sum, result["counts"])) == result["tokens"]
     assert 0 < result["share"] < 1
     assert open(f"{out}.png", "rb").read(8) == PNG_MAGIC
     # A model never beats itself; ties are not wins.
-    nll = token_nll.token_nlls(models.load_model(trained["ape"]), models.read_lines(trained["src"]), tgt)
+    nll = token_nll.token_nlls(models.load_model(trained["ape"]), models.read_token_lines(trained["src"]), tgt)
     counts = token_nll.training_frequencies(trained["train_tgt"])
     assert token_nll.compare(nll, nll, token_nll.gold_frequencies(tgt, counts))["share"] == 0
 
@@ -251,8 +252,8 @@ def test_speed_refuses_models_with_other_vocabularies(trained):
     ape = models.load_model(trained["ape"])
     other = ape._replace(vocabs=dict(ape.vocabs, src=ape.vocabs["tgt"]))
     with pytest.raises(ValueError, match="other vocabularies"):
-        speed.throughput({"a": ape, "b": other}, models.read_lines(trained["src"]),
-                         models.read_lines(trained["tgt"]), batches=1, rounds=1)
+        speed.throughput({"a": ape, "b": other}, models.read_token_lines(trained["src"]),
+                         models.read_token_lines(trained["tgt"]), batches=1, rounds=1)
 
 
 def test_position_ablation_command(trained):
@@ -284,7 +285,7 @@ def test_ablation_leaves_the_model_as_it_was(trained):
     loaded = models.load_model(trained["shape"])
     before = [models.position_module(loaded.model, side) for side in ("src", "tgt")]
     attentions = [layer.self_attn for layer in loaded.model.decoder.transformer_layers]
-    position_ablation.ablate(loaded, models.read_lines(trained["src"], 3), models.read_lines(trained["tgt"], 3))
+    position_ablation.ablate(loaded, models.read_token_lines(trained["src"], 3), models.read_token_lines(trained["tgt"], 3))
     assert [models.position_module(loaded.model, side) for side in ("src", "tgt")] == before
     assert [layer.self_attn for layer in loaded.model.decoder.transformer_layers] == attentions
 

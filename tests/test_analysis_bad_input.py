@@ -11,7 +11,8 @@ import pytest
 import torch
 from conftest import TOY_ENDE, command, head, run
 
-from onmt_posenc.interpolate import join_lines, read_lines, write_lines
+from onmt_posenc.core.joining import join_lines
+from onmt_posenc.core.text import read_lines, write_lines
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Bad values, bad corpora and bad checkpoints stop the real commands in one line that
-names the option, file and line at fault, with no traceback (onmt_posenc/preflight.py,
+names the option, file and line at fault, with no traceback (onmt_posenc/hooks/preflight.py,
 plugin.py, checkpoints.py)."""
 import os
 import shutil
@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, tiny_transformer, train_tiny, write_yaml
 
-from onmt_posenc import checkpoints
+from onmt_posenc.model import checkpoints
 
 
 def one_line_error(result, status=None):

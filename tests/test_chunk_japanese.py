@@ -6,7 +6,7 @@ import pytest
 import unidic_lite
 from conftest import TEST_DATA, command, head, run
 
-from onmt_posenc.chunk_japanese import JapaneseChunker
+from onmt_posenc.data.chunk_japanese import JapaneseChunker
 
 DEV_JA = TEST_DATA / "small_parallel_enja" / "dev.ja"
 TRAIN_JA = TEST_DATA / "small_parallel_enja" / "train.ja"
@@ -97,7 +97,7 @@ def test_works_beside_sacrebleu_ja_mecab_tokenizer():
     probe = (
         "from sacrebleu.tokenizers.tokenizer_ja_mecab import TokenizerJaMecab\n"
         "print(TokenizerJaMecab()('私はテニス部員です。'))\n"
-        "from onmt_posenc.chunk_japanese import JapaneseChunker\n"
+        "from onmt_posenc.data.chunk_japanese import JapaneseChunker\n"
         "c = JapaneseChunker()\n"
         "print(c.tagger.dictionary_info().filename)\n"
         "print(c.token_phrases('私 は テニス 部員 で す 。'.split()))\n"
@@ -117,7 +117,7 @@ def test_a_command_whose_dependency_is_missing_says_which_in_one_line(monkeypatc
 
     from onmt_posenc import cli
 
-    monkeypatch.delitem(sys.modules, "onmt_posenc.chunk_japanese", raising=False)
+    monkeypatch.delitem(sys.modules, "onmt_posenc.data.chunk_japanese", raising=False)
     monkeypatch.setitem(sys.modules, "MeCab", None)  # what an absent package does to `import MeCab`
     with pytest.raises(SystemExit) as stopped:
         cli.main(["chunk-ja", "--help"])

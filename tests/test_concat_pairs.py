@@ -14,8 +14,9 @@ from onmt.transforms import TransformPipe, get_specials, get_transforms_cls
 from onmt.utils.parse import ArgumentParser
 from subword_nmt.apply_bpe import BPE
 
-from onmt_posenc.interpolate import group_bounds, join_lines, join_segments, read_lines
-from onmt_posenc.transforms.concat_pairs import file_line, opennmt_tokens
+from onmt_posenc.core.joining import group_bounds, join_lines, join_segments
+from onmt_posenc.core.text import read_lines
+from onmt_posenc.data.transforms.concat_pairs import file_line, opennmt_tokens
 
 SEP = "<sep>"
 LINES = 200  # a multiple of 4: with -num_threads 2, onmt_build_vocab's sample writer drops nothing
@@ -52,7 +53,7 @@ def dumped(workdir, corpus_name):
 def build_vocab_with_samples(workdir, corpora, expect_ok=True, **options):
     """onmt_build_vocab on every line, 2 threads, transformed examples dumped to workdir/sample."""
     # Without the file-line numbering, a 2-thread -dump_samples run hangs on its first error.
-    assert hasattr(ParallelCorpusIterator._process, "__wrapped__"), "onmt_posenc.plugin must number " \
+    assert hasattr(ParallelCorpusIterator._process, "__wrapped__"), "onmt_posenc.hooks.plugin must number " \
         "examples by file line"
     workdir.mkdir(exist_ok=True)
     config = {

@@ -5,8 +5,9 @@ import pyonmttok
 import pytest
 from conftest import MULTI30K, command, run
 
-from onmt_posenc.interpolate import join_lines, read_lines, write_lines
-from onmt_posenc.prepare_wmt16 import tokenizer
+from onmt_posenc.core.joining import join_lines
+from onmt_posenc.core.text import read_lines, write_lines
+from onmt_posenc.data.prepare_wmt16 import tokenizer
 
 
 YEARS = (2014, 2015, 2016)

@@ -11,8 +11,8 @@ import re
 import pytest
 from conftest import REPO, TOY_ENDE, command, head, run, write_yaml
 
-from onmt_posenc import experiment as experiments
-from onmt_posenc.runs import corpus_files, data_dir, run_config, run_dir, run_fields, write_json
+from onmt_posenc.experiments import spec as experiments
+from onmt_posenc.experiments.store import corpus_files, data_dir, run_config, run_dir, run_fields, write_json
 
 
 def experiment_file(tmp_path, **changes):
@@ -124,7 +124,7 @@ def test_a_mistake_is_one_error_naming_the_file_and_key(tmp_path, overrides, mes
 
 def test_the_example_experiment_is_accepted(tmp_path):
     """The cases above change a file that passes every check."""
-    from onmt_posenc.runner import check_data_files
+    from onmt_posenc.experiments.runner import check_data_files
 
     loaded = experiments.load(experiment_file(tmp_path))
     experiments.check_options(loaded)
@@ -299,7 +299,7 @@ def test_a_shard_without_runs_records_that_into_a_new_output(tmp_path):
 
 def test_output_and_data_paths_of_the_wrong_kind_are_named(tmp_path):
     """A file where the output folder belongs, a folder where a data file belongs."""
-    from onmt_posenc.runner import check_data_files
+    from onmt_posenc.experiments.runner import check_data_files
 
     path = experiment_file(tmp_path)
     afile = tmp_path / "afile"

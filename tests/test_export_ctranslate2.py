@@ -27,7 +27,7 @@ from ctranslate2.converters import OpenNMTPyConverter
 from onmt.bin.translate import _get_parser, translate
 from onmt.modules.embeddings import PositionalEncoding
 
-from onmt_posenc import export
+from onmt_posenc.model import export
 from onmt_posenc.analysis import models, token_nll
 
 ENJA = TEST_DATA / "small_parallel_enja"
@@ -259,8 +259,8 @@ def gold_pairs():
     """(sources, references) as token lists: the 300 test pairs, then 12 pairs of
     fifteen joined test pairs each (references of 153 to 183 tokens: distances
     past T5's max distance 128)."""
-    sources = models.read_lines(ENJA / "test.en", SENTENCES)
-    references = models.read_lines(ENJA / "test.ja", SENTENCES)
+    sources = models.read_token_lines(ENJA / "test.en", SENTENCES)
+    references = models.read_token_lines(ENJA / "test.ja", SENTENCES)
     for first in range(0, 180, 15):
         sources.append(sum(sources[first : first + 15], []))
         references.append(sum(references[first : first + 15], []))

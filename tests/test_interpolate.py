@@ -1,7 +1,8 @@
 """`onmt-posenc interpolate join|split` on real toy-ende lines."""
 from conftest import TOY_ENDE, command, head, run
 
-from onmt_posenc.interpolate import fit_to_slots, read_lines, split_segments
+from onmt_posenc.core.joining import fit_to_slots, split_segments
+from onmt_posenc.core.text import read_lines
 
 SEP = "<sep>"
 

@@ -8,8 +8,9 @@ import tarfile
 import pytest
 from conftest import REPO, TEST_DATA, command, run, write_yaml
 
-from onmt_posenc.evaluate import corpus_bleu
-from onmt_posenc.interpolate import group_bounds, join_lines, read_lines, split_segments, write_lines
+from onmt_posenc.core.scoring import corpus_bleu
+from onmt_posenc.core.joining import group_bounds, join_lines, split_segments
+from onmt_posenc.core.text import read_lines, write_lines
 
 KFTT = TEST_DATA / "kftt"
 PARTS = ("train", "dev", "test")

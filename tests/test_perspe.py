@@ -11,9 +11,9 @@ from conftest import REPO, TEST_DATA, TINY_MODEL, command, head, run, write_yaml
 from onmt.bin.train import _get_parser
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 
-from onmt_posenc import options
-from onmt_posenc.positions.perturbed import PerturbedSinusoidalEncoding, PhraseBoundariesMissingError
-from onmt_posenc.transforms.phrase_boundaries import PhraseFile, PhraseFileError, attach_phrase_groups
+from onmt_posenc.model import options
+from onmt_posenc.model.positions.perturbed import PerturbedSinusoidalEncoding, PhraseBoundariesMissingError
+from onmt_posenc.data.transforms.phrase_boundaries import PhraseFile, PhraseFileError, attach_phrase_groups
 
 ENJA = TEST_DATA / "small_parallel_enja"
 DIM = 16
@@ -201,8 +201,8 @@ def test_each_example_gets_its_own_file_line_with_several_readers(tmp_path):
     from onmt.inputters.text_corpus import ParallelCorpus, ParallelCorpusIterator
     from onmt.transforms import TransformPipe
 
-    from onmt_posenc.chunk_japanese import JapaneseChunker
-    from onmt_posenc.transforms.phrase_boundaries import TargetPhrasesTransform
+    from onmt_posenc.data.chunk_japanese import JapaneseChunker
+    from onmt_posenc.data.transforms.phrase_boundaries import TargetPhrasesTransform
 
     targets = list(dict.fromkeys((ENJA / "dev.ja").read_text(encoding="utf-8").splitlines()))[:13]
     chunker = JapaneseChunker()

@@ -12,10 +12,11 @@ from conftest import TOY_ENDE, build_tiny_vocab, command, head, run, step_by_ste
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 from rounding import assert_matches
 
-from onmt_posenc import export, options
-from onmt_posenc.positions import sinusoid_frequencies, sinusoids
-from onmt_posenc.positions.cape import ContinuousAugmentedSinusoidalEncoding
-from onmt_posenc.positions.randomized import RandomizedSinusoidalEncoding
+from onmt_posenc.model import export
+from onmt_posenc.model import options
+from onmt_posenc.model.positions import sinusoid_frequencies, sinusoids
+from onmt_posenc.model.positions.cape import ContinuousAugmentedSinusoidalEncoding
+from onmt_posenc.model.positions.randomized import RandomizedSinusoidalEncoding
 
 DIM = 16
 ENC_TYPES = ["SinusoidalInterleaved", "SinusoidalConcat"]

@@ -1,12 +1,12 @@
 """onmt_train and onmt_build_vocab stop in one line, before any worker starts, when a
-config's data, vocabulary or GPUs are not on this machine (onmt_posenc/preflight.py)."""
+config's data, vocabulary or GPUs are not on this machine (onmt_posenc/hooks/preflight.py)."""
 import sys
 
 import pytest
 import torch
 from conftest import REPO, build_tiny_vocab, command, run, tiny_transformer, write_yaml
 
-from onmt_posenc import preflight
+from onmt_posenc.hooks import preflight
 
 
 def one_line_error(result):

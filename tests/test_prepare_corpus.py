@@ -5,8 +5,8 @@ import tarfile
 import pytest
 from conftest import MULTI30K, TOY_ENDE, command, run
 
-from onmt_posenc.evaluate import corpus_bleu
-from onmt_posenc.interpolate import read_lines
+from onmt_posenc.core.scoring import corpus_bleu
+from onmt_posenc.core.text import read_lines
 
 LAYOUT = [f"{side}-{part}.txt" for part in ("train", "val", "test") for side in ("src", "tgt")]
 

@@ -8,8 +8,8 @@ from conftest import command, run, tiny_transformer, write_yaml
 from onmt.inputters.text_corpus import ParallelCorpus, ParallelCorpusIterator
 from onmt.transforms import TransformPipe
 
-from onmt_posenc.transforms.concat_pairs import CorpusLines
-from onmt_posenc.transforms.phrase_boundaries import PhraseFile
+from onmt_posenc.data.transforms.concat_pairs import CorpusLines
+from onmt_posenc.data.transforms.phrase_boundaries import PhraseFile
 
 # Double spaces, leading and trailing spaces, a tab, a thin space (U+2009) and
 # no-break spaces (U+00A0) inside what OpenNMT-py alone would read as one token;

@@ -11,9 +11,9 @@ from onmt.bin.train import _get_parser
 from onmt.constants import DefaultTokens
 from onmt.utils.parse import ArgumentParser
 
-from onmt_posenc.attention import ATTENTIONS, register_attention
-from onmt_posenc.attention.self_attention import SelfAttention
-from onmt_posenc.positions import POSITION_ENCODINGS, PositionScheme, register_position_encoding
+from onmt_posenc.model.attention import ATTENTIONS, register_attention
+from onmt_posenc.model.attention.self_attention import SelfAttention
+from onmt_posenc.model.positions import POSITION_ENCODINGS, PositionScheme, register_position_encoding
 
 
 class ReversedPositions(PositionScheme, torch.nn.Module):
@@ -103,7 +103,7 @@ def test_an_unregistered_name_is_refused_by_the_parser():
 def test_the_export_refuses_an_attention_variant_it_does_not_know(registered):
     import argparse
 
-    from onmt_posenc import export
+    from onmt_posenc.model import export
 
     opt = argparse.Namespace(relative_positions_buckets=0, max_relative_positions=4, relative_attention="nearest",
                              decoder_type="transformer")

@@ -22,16 +22,16 @@ from onmt.utils.misc import sequence_mask
 from onmt.utils.parse import ArgumentParser
 from rounding import assert_matches
 
-from onmt_posenc.options import resolve_attention_options
-from onmt_posenc.attention import replacement_for
-from onmt_posenc.attention.alibi import AlibiAttention
-from onmt_posenc.attention.decaying_mask import DecayingMaskAttention
-from onmt_posenc.attention.distance_tables import distance_sums
-from onmt_posenc.attention.music import MusicRelativeAttention, skew
-from onmt_posenc.attention.rotary import RotaryAttention
-from onmt_posenc.attention.self_attention import SelfAttention
-from onmt_posenc.attention.shaw import ShawRelativeAttention
-from onmt_posenc.attention.t5_buckets import T5BucketAttention
+from onmt_posenc.model.options import resolve_attention_options
+from onmt_posenc.model.attention import replacement_for
+from onmt_posenc.model.attention.alibi import AlibiAttention
+from onmt_posenc.model.attention.decaying_mask import DecayingMaskAttention
+from onmt_posenc.model.attention.distance_tables import distance_sums
+from onmt_posenc.model.attention.music import MusicRelativeAttention, skew
+from onmt_posenc.model.attention.rotary import RotaryAttention
+from onmt_posenc.model.attention.self_attention import SelfAttention
+from onmt_posenc.model.attention.shaw import ShawRelativeAttention
+from onmt_posenc.model.attention.t5_buckets import T5BucketAttention
 
 HEADS, DIM, FAR = 4, 32, 16
 LENGTHS = [40, 27, 9]  # the longest is beyond FAR in both directions: clipping happens

@@ -13,10 +13,11 @@ import pytest
 import yaml
 from conftest import MULTI30K, REPO, TEST_DATA, TOY_ENDE, command, head, run, write_yaml
 
-from onmt_posenc import experiment as experiments
-from onmt_posenc import runner
-from onmt_posenc.interpolate import join_lines, read_lines, write_lines
-from onmt_posenc.runs import file_digest
+from onmt_posenc.experiments import spec as experiments
+from onmt_posenc.experiments import runner
+from onmt_posenc.core.joining import join_lines
+from onmt_posenc.core.text import read_lines, write_lines
+from onmt_posenc.experiments.store import file_digest
 
 DEMO = REPO / "recipes" / "experiments" / "demo.yaml"
 # The demo, scaled down: a few updates on a small synthetic corpus, short outputs.
@@ -140,7 +141,7 @@ def test_a_data_settings_keys_concern_only_its_own_runs(tmp_path):
 
 def test_speed_claims_only_from_runs_that_trained_alone(tmp_path):
     """Several shards on one GPU, or a loaded CPU: the ratio depends on what ran beside."""
-    from onmt_posenc import claims
+    from onmt_posenc.experiments import claims
 
     loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "K": [10]},
                                               data={"small": {"synthetic": {}}}))
@@ -164,7 +165,7 @@ def test_speed_claims_only_from_runs_that_trained_alone(tmp_path):
 
 
 def test_speed_ratios_only_between_runs_on_one_machine(tmp_path):
-    from onmt_posenc.report import relative_speeds
+    from onmt_posenc.experiments.report import relative_speeds
 
     loaded = experiments.load(experiment_file(tmp_path))
     here, there = {"cpu": "A", "cores": 2}, {"cpu": "B", "cores": 64}
@@ -184,7 +185,7 @@ def test_a_recipe_whose_corpora_have_transforms_is_refused(tmp_path, recipe):
 
 
 def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
-    from onmt_posenc.runs import prepare_data, run_config
+    from onmt_posenc.experiments.store import prepare_data, run_config
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
               "eval_examples": 7}
@@ -203,7 +204,7 @@ def test_single_pairs_mixes_the_training_files_as_a_second_corpus(tmp_path):
     """INTERPOLATE with single_pairs: W trains on the joined corpus and on its single
     pairs, W of those per joined example; validation stays joined. onmt_build_vocab
     reads both, and the swapped evaluation takes its examples from the joined one."""
-    from onmt_posenc.runs import SINGLE_PAIRS_CORPUS, prepare_data, run_config, run_dir
+    from onmt_posenc.experiments.store import SINGLE_PAIRS_CORPUS, prepare_data, run_config, run_dir
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
               "eval_examples": 7}
@@ -381,7 +382,7 @@ def test_shards_split_the_runs_without_overlap(tmp_path):
 def test_shipped_experiments_name_known_options_and_existing_files(tmp_path, name, corpus, local_copy):
     """Each shipped experiment loads on the data its own `prepare` command makes (from a local copy here),
     and every run's options pass the checks the runner makes before training (onmt_train's)."""
-    from onmt_posenc.strict_config import known_option_names
+    from onmt_posenc.config.strict import known_option_names
 
     folder = None
     if corpus:
@@ -632,7 +633,7 @@ def test_resume_skips_checkpoints_cut_short(tmp_path):
 
     import torch
 
-    from onmt_posenc.runner import newest_complete_checkpoint
+    from onmt_posenc.experiments.runner import newest_complete_checkpoint
 
     for step in (100, 200):
         torch.save({"model": {"w": torch.ones(2)}, "opt": argparse.Namespace(seed=1), "vocab": {}},
@@ -662,14 +663,14 @@ def test_progress_of_a_resumed_run_counts_only_the_steps_trained_since(monkeypat
 
 
 def test_a_resumed_run_keeps_as_many_checkpoints_as_one_that_was_not(tmp_path):
-    from onmt_posenc.runner import checkpoints, keep_newest
+    from onmt_posenc.experiments.runner import keep_newest, saved_checkpoints
 
     for step in (250, 500, 750, 1000, 1250):  # 250-750 from the interrupted attempt
         (tmp_path / f"model_step_{step}.pt").write_bytes(b"x")
-    kept = keep_newest(checkpoints(tmp_path), 2)
+    kept = keep_newest(saved_checkpoints(tmp_path), 2)
     assert [p.name for p in kept] == ["model_step_1000.pt", "model_step_1250.pt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [p.name for p in kept]
-    assert len(keep_newest(checkpoints(tmp_path), -1)) == 2  # OpenNMT-py's -1: keep all
+    assert len(keep_newest(saved_checkpoints(tmp_path), -1)) == 2  # OpenNMT-py's -1: keep all
 
 
 def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
@@ -707,7 +708,7 @@ def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
 
 
 def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_path):
-    from onmt_posenc import claims
+    from onmt_posenc.experiments import claims
 
     loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "data": ["small"]}))
     converged = {"converged": True, "why": "test"}
@@ -743,7 +744,7 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
 def test_only_shaw_plays_the_papers_rpe_in_the_claims():
     """The claims compare SHAPE with the paper's baselines; the position lab's other
     relative methods (Music, T5 buckets, rotary, ALiBi) are not Shaw's RPE."""
-    from onmt_posenc import claims
+    from onmt_posenc.experiments import claims
 
     def role(config):
         return claims._role({"method": "m", "config": config}, baseline="ape")
@@ -759,7 +760,7 @@ def test_only_shaw_plays_the_papers_rpe_in_the_claims():
 
 def test_the_perspe_papers_tables_name_the_methods_of_kftt_yaml(kftt_folder):
     """Each method of recipes/experiments/kftt.yaml plays the role its name says."""
-    from onmt_posenc import claims
+    from onmt_posenc.experiments import claims
 
     loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", data_folder=kftt_folder)
     roles = {run.label: claims._role({"method": run.method, "config": run.config}, loaded.baseline)
@@ -772,7 +773,7 @@ def test_the_perspe_papers_tables_name_the_methods_of_kftt_yaml(kftt_folder):
 
 
 def test_perspe_claims_judged_on_trained_models_with_the_seeds_spread(kftt_folder):
-    from onmt_posenc import claims
+    from onmt_posenc.experiments import claims
 
     loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", data_folder=kftt_folder)
     configs = {run.label: run.config for run in loaded.runs if run.data == "vanilla"}
@@ -806,7 +807,7 @@ def test_perspe_claims_judged_on_trained_models_with_the_seeds_spread(kftt_folde
 def test_the_swapped_claim_uses_the_joined_setting_whose_models_write_separators(tmp_path):
     """Of two settings trained on joined sentences, one whose models do not write <sep>
     (the paper's joined-only training on a small corpus) does not hide the other."""
-    from onmt_posenc import claims
+    from onmt_posenc.experiments import claims
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1}
     loaded = experiments.load(experiment_file(tmp_path, data={
@@ -948,7 +949,7 @@ def test_data_files_are_checked_before_the_first_run(tmp_path):
     """Every data file of an experiment is present, UTF-8, not empty and paired line by
     line before anything trains; the error names the file, the data setting and the set
     (the command on one problem, the same check in this process on the others)."""
-    from onmt_posenc.runner import check_data_files
+    from onmt_posenc.experiments.runner import check_data_files
 
     src, tgt = tmp_path / "train.src", tmp_path / "train.tgt"
     test_src, test_tgt = tmp_path / "test.src", tmp_path / "test.tgt"
@@ -1029,7 +1030,7 @@ def test_a_finished_run_trains_on_when_the_file_asks_for_more_updates(demo, tmp_
 
 def test_report_plots_shapes_difference_by_training_pairs(tmp_path, kftt_folder):
     """Over VANILLA settings that differ in size: SHAPE minus APE, ± the seeds' standard error."""
-    from onmt_posenc import report
+    from onmt_posenc.experiments import report
 
     loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", output=tmp_path / "out",
                               data_folder=kftt_folder)

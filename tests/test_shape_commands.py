@@ -9,8 +9,8 @@ from conftest import (TOY_ENDE, build_tiny_vocab, command, head, run, step_by_st
                       write_yaml)
 from rounding import assert_matches
 
-from onmt_posenc.positions.none import NoPositionEncoding
-from onmt_posenc.positions.shifted import ShiftedSinusoidalEncoding
+from onmt_posenc.model.positions.none import NoPositionEncoding
+from onmt_posenc.model.positions.shifted import ShiftedSinusoidalEncoding
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import pytest
 import torch
 from onmt.modules.embeddings import PositionalEncoding, SequenceTooLongError
 
-from onmt_posenc.positions.none import NoPositionEncoding
-from onmt_posenc.positions.shifted import ShiftedSinusoidalEncoding
+from onmt_posenc.model.positions.none import NoPositionEncoding
+from onmt_posenc.model.positions.shifted import ShiftedSinusoidalEncoding
 
 DIM = 16
 

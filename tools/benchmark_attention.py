@@ -47,10 +47,10 @@ from onmt.utils.parse import ArgumentParser
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from onmt_posenc.attention import replacement_for
-from onmt_posenc.attention.music import MusicRelativeAttention
-from onmt_posenc.attention.self_attention import SelfAttention
-from onmt_posenc.attention.shaw import ShawRelativeAttention
+from onmt_posenc.model.attention import replacement_for
+from onmt_posenc.model.attention.music import MusicRelativeAttention
+from onmt_posenc.model.attention.self_attention import SelfAttention
+from onmt_posenc.model.attention.shaw import ShawRelativeAttention
 
 # The repository's excerpt (2,000 training pairs); --data names the whole corpus.
 TOY_ENDE = Path(__file__).resolve().parents[1] / "tests" / "data" / "toy-ende"

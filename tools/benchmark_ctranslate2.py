@@ -2,7 +2,7 @@
 
 Each OpenNMT-py checkpoint is exported with the stock
 `onmt_release_model --format ctranslate2` (the extension's export, see
-onmt_posenc/export.py), then both engines translate the same sentences with the
+onmt_posenc/model/export.py), then both engines translate the same sentences with the
 same decoding settings: beam size, batch of --batch_size sentences, at most
 --max_length tokens, no length normalization, no length-ratio cap. Model loading
 is not timed; each engine's best of --repeats runs is reported, with the share of
@@ -24,7 +24,7 @@ from onmt.bin.translate import _get_parser
 from onmt.inference_engine import InferenceEnginePY
 from onmt.utils.parse import ArgumentParser
 
-from onmt_posenc import export
+from onmt_posenc.model import export
 
 
 def describe(checkpoint_path):

@@ -13,12 +13,12 @@ mistake costs no model loading or translating.
 """
 import os
 
-from onmt_posenc.interpolate import InterpolateError, read_lines
+from onmt_posenc.core.errors import UserError
+from onmt_posenc.core.text import read_lines
 
 
-class AnalysisError(InterpolateError):
-    """Bad input to an analysis command. An InterpolateError, because cli.py prints
-    those as the one line `onmt-posenc COMMAND: error: ...` with exit status 2."""
+class AnalysisError(UserError, ValueError):
+    """Bad input to an analysis command."""
 
 
 def labelled(pairs, option, what):

@@ -12,8 +12,8 @@ example had are marked "unseen": that is where EXTRAPOLATE separates methods.
 import json
 
 from onmt_posenc.analysis import AnalysisError, check_outputs, labelled, plots, read_texts
-from onmt_posenc.arguments import positive_int
-from onmt_posenc.evaluate import corpus_bleu
+from onmt_posenc.core.arguments import positive_int
+from onmt_posenc.core.scoring import corpus_bleu
 
 
 def bucket_edges(lengths, width, max_train_length=None):

@@ -15,15 +15,14 @@ scores favour stopping gains from a penalty; one that translates too little for
 other reasons does not.
 """
 import json
-import sys
 from pathlib import Path
 
 import yaml
 
-from onmt_posenc import stock
+from onmt_posenc.hooks import stock
 from onmt_posenc.analysis import AnalysisError, check_outputs, models, not_a_folder, read_texts
-from onmt_posenc.arguments import positive_int
-from onmt_posenc.evaluate import corpus_bleu
+from onmt_posenc.core.arguments import positive_int
+from onmt_posenc.core.scoring import corpus_bleu
 
 PENALTIES = ("none", "avg", "wu:0.6", "wu:1.0")
 
@@ -105,13 +104,8 @@ def main(args):
             for path, lines in zip(cut[name], read_texts(paths, args.sentences)):
                 path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         sets = cut
-    try:
-        result = decode_with_penalties(args.model, sets, args.penalties, workdir,
-                                       {"beam_size": args.beam_size, "max_length": args.max_length},
-                                       args.target_language)
-    except stock.StockCommandError as error:
-        print(f"onmt-posenc length-penalty: error: {error}", file=sys.stderr)
-        return 1
+    result = decode_with_penalties(args.model, sets, args.penalties, workdir,
+                                   {"beam_size": args.beam_size, "max_length": args.max_length}, args.target_language)
     print(f"{'length penalty':<16} {'valid BLEU':>10} {'BP':>6} {'test BLEU':>10} {'BP':>6} {'ratio':>6} "
           f"{'chrF':>6}")
     for name, scores in result["penalties"].items():

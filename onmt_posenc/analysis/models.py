@@ -11,8 +11,8 @@ from typing import NamedTuple
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from onmt_posenc import interpolate
 from onmt_posenc.analysis import AnalysisError, read_texts
+from onmt_posenc.core.text import read_lines
 
 
 class LoadedModel(NamedTuple):
@@ -25,7 +25,7 @@ def check_model(path):
     """An AnalysisError naming `path` unless it is a complete OpenNMT-py checkpoint;
     cheap (the tensors are not read), so commands check every model before any work.
     Left to the plugin's excepthook the error would lack the command's name (exit 1)."""
-    from onmt_posenc.checkpoints import CheckpointError, UnsafeCheckpointError, check_complete
+    from onmt_posenc.model.checkpoints import CheckpointError, UnsafeCheckpointError, check_complete
 
     try:
         check_complete(path)
@@ -65,10 +65,10 @@ def warn_unknown_tokens(command, loaded, texts):
                   file=sys.stderr)
 
 
-def read_lines(path, limit=None):
+def read_token_lines(path, limit=None):
     """Whitespace-token lists of the first `limit` lines of a text file (lines as
-    OpenNMT-py reads them; not UTF-8: an InterpolateError naming the file and line)."""
-    return [line.split() for line in interpolate.read_lines(path)[:limit]]
+    OpenNMT-py reads them; not UTF-8: a TextFileError naming the file and line)."""
+    return [line.split() for line in read_lines(path)[:limit]]
 
 
 def read_tokens(paths, limit=None):

@@ -8,7 +8,7 @@ embeddings keep their sqrt(d) scale, so only the position term goes):
     decoder        no positions in the decoder (its GPT-2 check)
     decoder+decay  no positions in the decoder, and its self-attention weights
                    multiplied by the decaying mask (seed 003's linear ramp from 1 at
-                   the current token to 0.1 at the first, onmt_posenc.attention.decay),
+                   the current token to 0.1 at the first, onmt_posenc.model.attention.decay),
                    with no training: the slides' third row
     both           no positions on either side
 
@@ -32,7 +32,7 @@ import math
 import torch
 
 from onmt_posenc.analysis import check_outputs, models, plots
-from onmt_posenc.arguments import positive_int
+from onmt_posenc.core.arguments import positive_int
 
 
 def _features(loaded, src_lines, tgt_lines, max_tokens):
@@ -57,8 +57,8 @@ RANDOM_PAIRS, RANDOM_SEED = 10000, 0
 def _condition(model, removed, decay):
     """Inside the block: no absolute positions on the sides `removed`; with `decay`, the
     decoder's self-attention is the decaying mask with the model's own projections."""
-    from onmt_posenc.attention import replacement_for
-    from onmt_posenc.positions.none import NoPositionEncoding
+    from onmt_posenc.model.attention import replacement_for
+    from onmt_posenc.model.positions.none import NoPositionEncoding
 
     with contextlib.ExitStack() as stack:
         for side in removed:

@@ -19,14 +19,14 @@ import sys
 import torch
 
 from onmt_posenc.analysis import check_outputs, models, plots
-from onmt_posenc.arguments import non_negative_int, positive_int
+from onmt_posenc.core.arguments import non_negative_int, positive_int
 
 DEFAULT_OFFSETS = (0, 100, 250, 500)
 
 
 def offset_encoding(loaded, offset):
     """The source position module of a model, with every position moved by `offset`."""
-    from onmt_posenc.positions.shifted import ShiftedSinusoidalEncoding
+    from onmt_posenc.model.positions.shifted import ShiftedSinusoidalEncoding
 
     current = models.position_module(loaded.model, "src")
     own = getattr(current, "inference_offset", 0)

@@ -17,7 +17,7 @@ import time
 import torch
 
 from onmt_posenc.analysis import AnalysisError, check_outputs, labelled, models
-from onmt_posenc.arguments import positive_int
+from onmt_posenc.core.arguments import positive_int
 
 
 def training_step(model, batch):

@@ -17,7 +17,7 @@ gives segments that are not X1's, so where more than WRONG_SEPARATORS_AT_MOST
 of the Original translations have another number of separators than their
 reference this drop is "not applicable", with that share. By alignment, always:
 each translation, separators removed, is cut into one segment per reference
-sentence by minimum edit distance (onmt_posenc.alignment, as IWSLT scores
+sentence by minimum edit distance (onmt_posenc.core.alignment, as IWSLT scores
 unsegmented output), on the tokens BLEU counts (ja-mecab's for Japanese), and
 the segment aligned to Y1 is X1's translation. With correct separators both
 find nearly the same segments.
@@ -26,20 +26,20 @@ find nearly the same segments.
 """
 import json
 import os
-import sys
 from pathlib import Path
 
 from configargparse import ConfigFileParserException
 
-from onmt_posenc import stock
-from onmt_posenc.arguments import one_token
+from onmt_posenc.hooks import stock
+from onmt_posenc.core.arguments import one_token
 from onmt_posenc.analysis import AnalysisError, check_outputs, models, not_a_folder, read_texts
-from onmt_posenc.config_include import merged_mapping
-from onmt_posenc.alignment import segment
-from onmt_posenc.evaluate import bleu_tokenizer, corpus_bleu, hypothesis_segments, reference_segments
-from onmt_posenc.experiment import translate_options_problem
-from onmt_posenc.interpolate import DEFAULT_SEP, join_segments, read_lines, split_segments, write_lines
-from onmt_posenc.tokenization import tokenizer
+from onmt_posenc.config.include import merged_mapping
+from onmt_posenc.core.alignment import segment
+from onmt_posenc.core.scoring import bleu_tokenizer, corpus_bleu, hypothesis_segments, reference_segments
+from onmt_posenc.experiments.spec import translate_options_problem
+from onmt_posenc.core.joining import DEFAULT_SEP, join_segments, split_segments
+from onmt_posenc.core.text import read_lines, write_lines
+from onmt_posenc.core.tokenization import tokenizer
 
 
 def swap_first_to_end(line, sep=DEFAULT_SEP):
@@ -221,12 +221,7 @@ def main(args):
         log = workdir / f"{Path(output).stem}.translate.log"
         return stock.translate(args.model, src, output, log, args.translate_config)
 
-    try:
-        result = analyse(args.src, args.tgt, workdir, translate, args.sep, language=args.target_language)
-    except stock.StockCommandError as error:
-        # onmt_translate failed on input that passed the checks above: not a usage error.
-        print(f"onmt-posenc swapped: error: {error}", file=sys.stderr)
-        return 1
+    result = analyse(args.src, args.tgt, workdir, translate, args.sep, language=args.target_language)
     print(f"BLEU of the first sentence, {result['examples']} examples ({result['signature']}):")
     if not result["applicable"]:
         print(f"  found by the separators: {result['why']}")

@@ -17,7 +17,7 @@ from collections import Counter
 import torch
 
 from onmt_posenc.analysis import AnalysisError, check_outputs, models, plots
-from onmt_posenc.arguments import positive_int
+from onmt_posenc.core.arguments import positive_int
 
 END_OF_SENTENCE = "</s>"
 
@@ -48,7 +48,7 @@ def training_frequencies(tgt_path):
 def check_training_targets(path):
     """UTF-8 text with lines, checked in one fast pass: the training targets can be too
     large to hold in memory, and training_frequencies reads them only after the models ran."""
-    from onmt_posenc.preflight import scan_text
+    from onmt_posenc.core.text import scan_text
 
     lines, bad_line, why = scan_text(path)
     if bad_line is not None:

@@ -1,0 +1,1 @@
+"""Text files, separators, document ids, BLEU, errors: no torch, no OpenNMT-py."""

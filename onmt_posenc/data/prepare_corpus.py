@@ -1,0 +1,309 @@
+"""Public corpora in the layout `onmt-posenc run --data` and experiment `folder:` read.
+
+    onmt-posenc prepare multi30k data/multi30k                  # downloads (needs internet)
+    onmt-posenc prepare multi30k data/multi30k --from DIR       # a local copy: folder or .tar.gz
+    onmt-posenc prepare toy-ende data/toy-ende [--from DIR]
+    onmt-posenc prepare kftt data/kftt [--from kftt-data-1.0.tar.gz] [--order spread] [--first N] [--vocab-size 8000]
+
+The output folder holds OpenNMT-py's quickstart layout:
+
+    src-train.txt tgt-train.txt src-val.txt tgt-val.txt src-test.txt tgt-test.txt
+
+and, for corpora that come as raw text (Multi30k, KFTT), `ref-val.txt` and
+`ref-test.txt`, the raw references that BLEU is computed against, and
+`languages.txt` ("en ja"), which tells the runner how to score the target
+(Japanese with sacreBLEU's ja-mecab tokenizer). Raw text is split into subwords
+with pyonmttok's joiner marks, so translations detokenize back to plain text:
+Multi30k with a joint BPE learned on the training data of both languages
+(`bpe.codes`); KFTT, whose Japanese has no spaces, with a joint SentencePiece
+model (`sentencepiece.model`; the perSPE paper's segmentation, a 16k vocabulary
+by default). toy-ende comes tokenized (Moses) and is copied as it is. Where the
+corpus has document ids (`kyoto-*.docid` beside KFTT's files), they are kept,
+one per line of each part: `docid-train.txt`, `docid-val.txt`, `docid-test.txt`.
+A pair with an empty side is dropped (KFTT's train has two), and said.
+
+`--from` takes a folder or a .tar.gz/.tgz archive holding the corpus's files
+(named as upstream names them, in any sub-folder, optionally gzipped), so the
+same command works without internet. `--first N` keeps the first N training
+pairs, and the subwords are learned on them. KFTT's training pairs come in
+article order, and its articles grouped by category (all of Buddhism, then all
+of buildings...): its first N pairs cover the first categories only, while dev
+and test cover all 15. `--order spread` (with document ids) reorders whole
+articles so that every prefix of the training file spreads evenly over the
+corpus (articles sorted by the fractional part of i times the golden ratio, a
+low-discrepancy order), and `--first N`, or an experiment's `train_pairs: N`,
+then takes N pairs from every part of it.
+"""
+import gzip
+import math
+import shutil
+import sys
+import tarfile
+import tempfile
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from onmt_posenc.core.errors import UserError
+from onmt_posenc.core.arguments import positive_int
+from onmt_posenc.core.text import write_lines
+from onmt_posenc.core.tokenization import learn_joint_bpe, learn_joint_sentencepiece
+
+LAYOUT_PARTS = ("train", "val", "test")
+# "SRC TGT" languages of a prepared folder: the target chooses the BLEU tokenizer (evaluate.bleu_tokenizer)
+LANGUAGES_FILE = "languages.txt"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    files: dict  # (part, side) -> upstream file name; side is "src" or "tgt"
+    urls: tuple  # where `prepare` downloads from: single files, or one archive
+    subwords: str  # raw text split by "bpe" or "sentencepiece"; None: tokenized already, copied
+    license: str
+    languages: tuple = None  # (source, target), written to languages.txt
+    docids: dict = field(default_factory=dict)  # part -> upstream document-id file, one id per line
+
+
+MULTI30K_RAW = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+KFTT_PARTS = {"train": "train", "val": "dev", "test": "test"}
+CORPORA = {
+    "multi30k": Corpus(
+        files={("train", "src"): "train.en", ("train", "tgt"): "train.de", ("val", "src"): "val.en",
+               ("val", "tgt"): "val.de", ("test", "src"): "test_2016_flickr.en", ("test", "tgt"): "test_2016_flickr.de"},
+        urls=tuple(f"{MULTI30K_RAW}/{name}.gz" for name in
+                   ("train.en", "train.de", "val.en", "val.de", "test_2016_flickr.en", "test_2016_flickr.de")),
+        subwords="bpe",
+        license="Multi30k (Elliott et al. 2016): research and education use; Flickr30k captions",
+        languages=("en", "de"),
+    ),
+    "toy-ende": Corpus(
+        files={(part, side): f"{side}-{part}.txt" for part in LAYOUT_PARTS for side in ("src", "tgt")},
+        urls=("https://s3.amazonaws.com/opennmt-trainingdata/toy-ende.tar.gz",),
+        subwords=None,
+        license="OpenNMT-py's toy En-De sample of WMT (MIT; WMT text for research use)",
+    ),
+    # The Kyoto Free Translation Task (Neubig 2011), En->Ja: Wikipedia articles on Kyoto,
+    # dev for validation, test for test (its tune set is for tuning SMT weights)
+    "kftt": Corpus(
+        files={(part, side): f"kyoto-{name}.{lang}" for part, name in KFTT_PARTS.items()
+               for side, lang in (("src", "en"), ("tgt", "ja"))},
+        urls=("http://www.phontron.com/kftt/download/kftt-data-1.0.tar.gz",),
+        subwords="sentencepiece",
+        license="KFTT (Neubig 2011) from NICT's Japanese-English Bilingual Corpus of Wikipedia's Kyoto "
+                "Articles: CC BY-SA 3.0",
+        languages=("en", "ja"),
+        docids={part: f"kyoto-{name}.docid" for part, name in KFTT_PARTS.items()},
+    ),
+}
+BPE_MERGES = 8000
+# The perSPE paper's shared SentencePiece vocabulary (Oka et al. 2022, section 5)
+SENTENCEPIECE_VOCAB = 16000
+
+
+class PrepareError(UserError, RuntimeError):
+    pass
+
+
+def _find(root, name):
+    """The file `name` (or `name`.gz) anywhere below `root`."""
+    for candidate in (name, name + ".gz"):
+        found = sorted(Path(root).rglob(candidate))
+        if found:
+            return found[0]
+    return None
+
+
+def _read_text(path, shown=None):
+    """The lines of a text file, gzipped or not, split on '\\n' only (as core.text.read_lines);
+    a file that is empty or not UTF-8 is a PrepareError naming it as `shown` (and the line)."""
+    shown = shown or path
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (EOFError, gzip.BadGzipFile) as error:  # a download cut short, or not gzip at all
+        raise PrepareError(f"{shown} is not a complete gzip file ({error})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise PrepareError(f"{shown}:{line}: not UTF-8 text (byte {data[error.start]:#04x}: {error.reason})") from None
+    if not text.strip():
+        raise PrepareError(f"{shown} is empty")
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _unpack(source, work):
+    """A folder holding the corpus's files: `source` itself, or `source` unpacked into `work`."""
+    source = Path(source)
+    if source.is_dir():
+        return source
+    if not source.is_file():
+        raise PrepareError(f"--from {source}: no such folder or file")
+    try:
+        with tarfile.open(source) as archive:
+            archive.extractall(work, filter="data")
+    except (tarfile.TarError, EOFError, OSError):
+        raise PrepareError(f"--from {source}: not a folder nor a readable .tar.gz archive") from None
+    return Path(work)
+
+
+def _download(corpus, work):
+    for url in corpus.urls:
+        target = Path(work) / url.rsplit("/", 1)[1]
+        print(f"downloading {url}", file=sys.stderr, flush=True)
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, open(target, "wb") as out:
+                shutil.copyfileobj(response, out)
+        except OSError as error:
+            raise PrepareError(f"cannot download {url}: {error}; without internet, pass a local copy "
+                               "with --from FOLDER_OR_ARCHIVE") from None
+        if tarfile.is_tarfile(target):
+            with tarfile.open(target) as archive:
+                archive.extractall(work, filter="data")
+    return Path(work)
+
+
+def _drop_empty_pairs(lines, shown, part):
+    """The lines of `part` (each side and its document ids) without the pairs that have an
+    empty side: nothing to learn from or to score. Each drop is said, naming file and lines."""
+    sides = [key for key in lines if key[0] == part]
+    empty = sorted({i for key in sides for i, line in enumerate(lines[key]) if not line.strip()})
+    if not empty:
+        return
+    for key in sides:
+        at = [i + 1 for i in empty if not lines[key][i].strip()]
+        if at:
+            numbers = ", ".join(map(str, at[:5])) + (f" and {len(at) - 5} more" if len(at) > 5 else "")
+            print(f"{shown[key]}: {len(at)} empty line(s) ({numbers}): the pair(s) dropped", file=sys.stderr)
+    dropped = set(empty)
+    for key in sides:
+        lines[key] = [line for i, line in enumerate(lines[key]) if i not in dropped]
+
+
+def _check_same_lengths(lines, shown, part):
+    sides = [key for key in lines if key[0] == part]
+    first = sides[0]
+    for key in sides[1:]:
+        if len(lines[key]) != len(lines[first]):
+            raise PrepareError(f"{shown[first]} has {len(lines[first])} lines but {shown[key]} has {len(lines[key])}")
+
+
+def spread_order(documents):
+    """The line numbers of a part in `spread` order: whole documents (runs of equal ids in
+    `documents`, one per line), the i-th of them placed by frac(i * golden ratio), so that
+    the documents of any prefix are spread evenly over the original order."""
+    starts = [i for i, doc in enumerate(documents) if i == 0 or doc != documents[i - 1]] + [len(documents)]
+    golden = (math.sqrt(5) - 1) / 2
+    order = sorted(range(len(starts) - 1), key=lambda i: (i * golden) % 1)
+    return [line for i in order for line in range(starts[i], starts[i + 1])]
+
+
+def _subword_tokenizer(corpus, lines, out_dir, work, merges, vocab_size):
+    """The joint subword tokenizer of a raw-text corpus, learned on its training pairs."""
+    files = []
+    for side in ("src", "tgt"):
+        files.append(Path(work) / f"train.{side}.raw")
+        write_lines(files[-1], lines["train", side])
+    if corpus.subwords == "bpe":
+        return learn_joint_bpe(files, merges, out_dir / "bpe.codes")
+    print(f"learning a joint SentencePiece model of {vocab_size} pieces", file=sys.stderr, flush=True)
+    try:
+        return learn_joint_sentencepiece(files, vocab_size, out_dir / "sentencepiece.model")
+    except RuntimeError as error:  # SentencePiece's own check, e.g. more pieces than the text holds
+        reason = str(error).rsplit("] ", 1)[-1]
+        raise PrepareError(f"SentencePiece cannot learn --vocab-size {vocab_size} from "
+                           f"{len(lines['train', 'src'])} training pairs: {reason}") from None
+
+
+def prepare(name, out_dir, source=None, merges=None, vocab_size=None, first=None, order="corpus"):
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PrepareError(f"{out_dir} exists and is not a folder")
+    created = not out_dir.exists()
+    try:
+        _prepare(name, out_dir, source, merges, vocab_size, first, order)
+    except PrepareError:
+        if created and out_dir.is_dir():  # a folder this command made holds no corpus: gone again
+            shutil.rmtree(out_dir)
+        raise
+
+
+def _prepare(name, out_dir, source, merges, vocab_size, first, order):
+    corpus = CORPORA[name]
+    for option, value, needs in (("--merges", merges, "bpe"), ("--vocab-size", vocab_size, "sentencepiece")):
+        if value is not None and corpus.subwords != needs:
+            raise PrepareError(f"{option} applies to a corpus split by {needs}; {name} is "
+                               f"{'split by ' + corpus.subwords if corpus.subwords else 'copied as it comes'}")
+    with tempfile.TemporaryDirectory() as work:
+        root = _unpack(source, work) if source else _download(corpus, work)
+        wanted = {**corpus.files, **{(part, "docid"): file for part, file in corpus.docids.items()}}
+        paths = {key: _find(root, file) for key, file in wanted.items()}
+        missing = [corpus.files[key] for key in corpus.files if paths[key] is None]
+        if missing:
+            raise PrepareError(f"{source or 'the download'}: missing {', '.join(missing)}")
+        # document ids are kept where the copy has them (the official KFTT release has none)
+        paths = {key: path for key, path in paths.items() if path is not None}
+        # unpacked or downloaded: named inside the archive, not the temporary folder
+        shown = {key: f"{source or corpus.urls[0]}:{path.relative_to(work)}" if root == Path(work) else str(path)
+                 for key, path in paths.items()}
+        lines = {key: _read_text(path, shown[key]) for key, path in paths.items()}
+        for part in LAYOUT_PARTS:
+            _check_same_lengths(lines, shown, part)
+            if corpus.subwords:
+                _drop_empty_pairs(lines, shown, part)
+        if order == "spread":
+            if ("train", "docid") not in lines:
+                raise PrepareError(f"--order spread reorders whole documents, but {source or 'the download'} has no "
+                                   f"{corpus.docids.get('train', 'document ids')} for the training part")
+            lines_in_order = spread_order(lines["train", "docid"])
+            for key in [key for key in lines if key[0] == "train"]:
+                lines[key] = [lines[key][i] for i in lines_in_order]
+        if first is not None:
+            for key in [key for key in lines if key[0] == "train"]:
+                lines[key] = lines[key][:first]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if corpus.subwords:
+            subwords = _subword_tokenizer(corpus, lines, out_dir, work, merges or BPE_MERGES,
+                                          vocab_size or SENTENCEPIECE_VOCAB)
+            for part in ("val", "test"):
+                write_lines(out_dir / f"ref-{part}.txt", lines[part, "tgt"])
+            print("splitting the text into subwords", file=sys.stderr, flush=True)
+            written = {key: [" ".join(subwords.tokenize(line)[0]) for line in text] if key[1] != "docid" else text
+                       for key, text in lines.items()}
+        else:
+            written = lines
+        for (part, side), text in written.items():
+            write_lines(out_dir / f"{side}-{part}.txt", text)
+    if corpus.languages:
+        (out_dir / LANGUAGES_FILE).write_text(" ".join(corpus.languages) + "\n", encoding="utf-8")
+    kept = (f"the first {first} in {order} order: " if first is not None else
+            "in spread order: " if order == "spread" else "")
+    (out_dir / "SOURCE.txt").write_text(f"{name}: {corpus.license}\nfrom: {source or ', '.join(corpus.urls)}\n"
+                                        f"training pairs: {kept}{len(written['train', 'src'])}\n", encoding="utf-8")
+    documents = " with document ids" if ("train", "docid") in written else ""
+    print(f"{name} written to {out_dir} ({len(written['train', 'src'])} training pairs{documents}); "
+          f"use it with --data {out_dir} or `folder:`", file=sys.stderr)
+
+
+def add_arguments(parser):
+    parser.add_argument("corpus", choices=sorted(CORPORA), help="which corpus")
+    parser.add_argument("out_dir", help="folder to write (OpenNMT-py's layout)")
+    parser.add_argument("--from", dest="source", metavar="FOLDER_OR_ARCHIVE",
+                        help="a local copy instead of the download: a folder or a .tar.gz")
+    parser.add_argument("--first", type=positive_int, metavar="N",
+                        help="keep the first N training pairs only (the subwords are learned on them)")
+    parser.add_argument("--order", choices=("corpus", "spread"), default="corpus",
+                        help="order of the training pairs: the corpus's ('corpus', the default), or whole documents "
+                             "spread so that every prefix covers the whole corpus ('spread'; needs document ids)")
+    parser.add_argument("--merges", type=positive_int,
+                        help=f"joint BPE merges, for the corpora split by BPE (multi30k; default {BPE_MERGES})")
+    parser.add_argument("--vocab-size", type=positive_int,
+                        help="joint SentencePiece vocabulary, for the corpora split by SentencePiece (kftt; "
+                             f"default {SENTENCEPIECE_VOCAB}, the perSPE paper's)")
+
+
+def main(args):
+    prepare(args.corpus, args.out_dir, args.source, args.merges, args.vocab_size, args.first, args.order)
+    return 0

@@ -1,0 +1,77 @@
+"""`onmt-posenc run EXPERIMENT.yaml`: check the experiment file, then run its grid here
+(onmt_posenc.experiments.runner; `--shard i/n` for part of it) or as scheduler jobs
+(onmt_posenc.experiments.launcher), and write the report."""
+import signal
+import sys
+import time
+from pathlib import Path
+
+from onmt_posenc.analysis import not_a_folder
+from onmt_posenc.experiments import launcher, report
+from onmt_posenc.experiments import spec as experiments
+from onmt_posenc.experiments.runner import Progress, check_data_files, run_all, write_shard_record
+
+
+def describe(setting):
+    """A data setting in one line: its kind and where its files come from."""
+    source = "the synthetic task" if setting.synthetic else f"{setting.train.src.parent}"
+    return f"{setting.design}, training files from {source}"
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def add_arguments(parser):
+    experiments.add_arguments(parser)
+    parser.add_argument("--shard", metavar="I/N", help="run only shard I of N (every N-th run from the I-th); "
+                        "merge with `onmt-posenc report` when all shards are done")
+    launcher.add_arguments(parser)
+
+
+def main(args):
+    experiment = experiments.from_arguments(args)
+    shard = experiments.parse_shard(args.shard) if args.shard else None
+    launcher.check_arguments(args)
+    experiments.check_options(experiment)  # every run, before the first one trains
+    check_data_files(experiment, experiments.shard(experiment.runs, *shard) if shard else experiment.runs)
+    problem = not_a_folder(experiment.output)
+    if problem is not None:
+        raise experiments.ExperimentError(f"the output {experiment.output} {problem}; name a folder "
+                                          "(--output, or output in the file)")
+    if args.launcher:
+        experiment.output.mkdir(parents=True, exist_ok=True)
+        # the jobs load the file as this command did, wherever the scheduler starts them
+        return launcher.launch(experiment, {
+            "path": Path(args.experiment).resolve(), "overrides": list(args.overrides),
+            "output": experiment.output.resolve(), "data_folder": Path(args.data).resolve() if args.data else None,
+        }, args)
+    runs = experiments.shard(experiment.runs, *shard) if shard else experiment.runs
+    where = f" (shard {shard[0]}/{shard[1]})" if shard else ""
+    print(f"{experiment.name}: {len(runs)} of {len(experiment.runs)} runs{where} -> {experiment.output}",
+          file=sys.stderr)
+    for setting in (experiment.data[label] for label in dict.fromkeys(run.data for run in runs)):
+        print(f"  data {setting.label}: {describe(setting)}", file=sys.stderr)
+    experiment.output.mkdir(parents=True, exist_ok=True)  # a shard's record, even of no runs
+    started = time.time()
+    # A scheduler's SIGTERM stops like Ctrl-C: the running command is stopped, finished runs stay.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        records = run_all(experiment, runs)
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are kept; run the same command again to go on", file=sys.stderr)
+        return 130
+    failed = [r for r in records if r["status"] == "failed"]
+    print(f"{len(records) - len(failed)} run(s) finished, {len(failed)} failed, "
+          f"in {Progress.clock(time.time() - started)}", file=sys.stderr)
+    for record in failed:
+        where = f" (log: {record['log']})" if record.get("log") and str(record["log"]) not in record["error"] else ""
+        print(f"  FAILED {record['id']}: {record['error']}{where}", file=sys.stderr)
+    if shard:
+        write_shard_record(experiment, shard, records)
+        same = "".join(f" --{key} {getattr(args, key)}" for key in ("data", "output") if getattr(args, key))
+        same += "".join(f" --set {pair}" for pair in args.overrides)
+        print(f"when every shard is done: onmt-posenc report {args.experiment}{same}", file=sys.stderr)
+    else:
+        print(f"report: {report.write(experiment)}", file=sys.stderr)
+    return 1 if failed else 0

@@ -1,0 +1,1 @@
+"""The model side: position schemes, self-attention variants, their options, checkpoints, export."""

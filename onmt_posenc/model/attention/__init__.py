@@ -1,0 +1,140 @@
+"""Self-attention variants, one file per method, each registered by name.
+
+OpenNMT-py 3.5.1 computes Shaw's relative terms by materializing one embedding per
+(query, key) pair on every call, never uses fused attention in the encoder, and
+runs rotary (on CPU), ALiBi and T5 buckets on its plain path. The variants here
+keep `MultiHeadedAttention`'s parameters, names, layer cache and calling
+convention, and change only how the attention is computed:
+
+- `absolute` (self_attention.py): absolute positions (APE, SHAPE, none), with
+  PyTorch's fused `scaled_dot_product_attention` (SDPA) in encoder and decoder;
+  the base class of the others.
+- `shaw`: Shaw's key and value terms through the 2K+1 clipped distances:
+  Q R_K^T gathered per pair; weights summed per distance, then @ R_V.
+- `music`: Huang et al.'s keys-only relative logits, one learned distance
+  embedding per layer and head, placed with the skew trick; an additive bias.
+- `decay`: no positions; the attention weights multiplied by a linear ramp over
+  the tokens a query sees (seed 003's decaying mask).
+- `rotary`, `alibi`, `t5`: OpenNMT-py's rotary (`max_relative_positions: -1`),
+  ALiBi (-2) and T5 buckets (`relative_positions_buckets`), computed as
+  OpenNMT-py computes them, with SDPA.
+
+OpenNMT-py's options choose its own schemes (STOCK_SCHEMES); every other
+registered name is a choice of our `relative_attention` option (with
+`max_relative_positions` > 0, or 0 for the decaying mask). `relative_positions_side`
+puts the variant in the encoder's or the decoder's self-attention only; the other
+side's is `absolute`. `@register_attention("name")` and a class method `from_stock`
+are all a new variant needs: every file in this folder is imported below. `install(model, opt)` swaps them into a freshly built OpenNMT-py model
+(`onmt_posenc.hooks.plugin` calls it right after `build_task_specific_model`).
+"""
+import torch
+from onmt.decoders.transformer import TransformerDecoderLayer
+from onmt.encoders.transformer import TransformerEncoderLayer
+from onmt.modules.multi_headed_attn import MultiHeadedAttention
+from onmt.utils.logging import logger
+
+from onmt_posenc.model.options import attention_scheme, attention_sides
+from onmt_posenc.model.registry import import_every_module, registering
+
+ATTENTIONS = {}
+# Chosen by OpenNMT-py's own options (see `scheme_of`); the rest by relative_attention.
+STOCK_SCHEMES = ("absolute", "rotary", "alibi", "t5")
+
+
+# Class decorator: the self-attention variant `name`.
+register_attention = registering(ATTENTIONS, "attention")
+
+
+def relative_attention_choices():
+    """The values of the relative_attention option: every variant OpenNMT-py's options do not choose."""
+    return tuple(name for name in ATTENTIONS if name not in STOCK_SCHEMES)
+
+
+def scheme_of(stock, relative_attention):
+    """The variant for a stock module (or for model options, which name the same attributes)."""
+    return attention_scheme(stock.relative_positions_buckets, stock.max_relative_positions, relative_attention)
+
+
+def initialize(model):
+    """Draw the own tables of our variants again (Music's distance tables), after
+    OpenNMT-py initialized the model's parameters. OpenNMT-py's `param_init` draws
+    them uniform in its range; its glorot re-draws only parameters named `weight`
+    and leaves the tables as built under `replacement_for`'s forked RNG: the same
+    numbers in every layer. Here one table after the other from the seeded RNG:
+    independent per layer, reproducible."""
+    for module in model.modules():
+        if type(module) in ATTENTIONS.values() and hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+
+
+def _unsupported(layer, attention, opt):
+    """Why this layer's self-attention stays OpenNMT-py's (None: ours applies)."""
+    if attention.num_kv > 0:
+        return "grouped keys and values (num_kv)"
+    if attention.parallel_gpu > 1:
+        return "tensor parallelism"
+    if getattr(layer, "sliding_window", 0) > 0:
+        return "sliding_window"
+    if "mha" in (getattr(opt, "use_ckpting", None) or []):
+        return "use_ckpting mha"
+    return None
+
+
+def replacement_for(stock, self_attn_type, method=None, values=None, positions=True):
+    """Our attention for one stock module, reusing its parameters
+    (`method`, `values`: the relative_attention and relative_values options;
+    `positions` False: this side has none in its attention, see relative_positions_side)."""
+    settings = dict(
+        head_count=stock.head_count,
+        model_dim=stock.linear_query.in_features,
+        dropout=stock.dropout_p,
+        is_decoder=stock.is_decoder,
+        add_qkvbias=stock.linear_query.bias is not None,
+    )
+    fused = self_attn_type != "scaled-dot"  # OpenNMT-py's name for the plain path
+    # Built under a forked RNG: the model's parameter initialization (after
+    # building) then draws exactly the numbers it draws for the stock model.
+    with torch.random.fork_rng(devices=[]):
+        scheme = scheme_of(stock, method) if positions else "absolute"
+        attention = ATTENTIONS[scheme].from_stock(stock, settings, fused, values)
+    for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
+        setattr(attention, name, getattr(stock, name))
+    return attention
+
+
+def install(model, opt):
+    """Replace the self-attention of every Transformer encoder and decoder layer
+    of a freshly built model by ours, in place (before parameters are
+    initialized or loaded). `opt` has gone through `resolve_attention_options`.
+
+    Layers whose configuration we do not implement keep OpenNMT-py's module,
+    unless the chosen method exists only here (Music, separate value table).
+    """
+    method, values = getattr(opt, "relative_attention", None), getattr(opt, "relative_values", None)
+    sides = attention_sides(opt)
+    needs_ours = method not in (None, "shaw") or values in ("separate", "none") or len(sides) < 2
+    installed = set()
+    for layer in model.modules():
+        if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):
+            continue
+        stock = layer.self_attn
+        if type(stock) is not MultiHeadedAttention:  # e.g. the average attention decoder
+            continue
+        reason = _unsupported(layer, stock, opt)
+        if reason is None:
+            side = "tgt" if isinstance(layer, TransformerDecoderLayer) else "src"
+            layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values, side in sides)
+            installed.add(type(layer.self_attn).__name__)
+        elif needs_ours:
+            raise ValueError(f"relative_attention {method}, relative_values {values}, relative_positions_side "
+                             f"{getattr(opt, 'relative_positions_side', None)}: not available with {reason}")
+    if needs_ours and not installed:
+        raise ValueError(
+            f"relative_attention {method}, relative_values {values}: needs a Transformer "
+            "encoder-decoder model (encoder_type and decoder_type transformer)"
+        )
+    if installed:
+        logger.info("onmt-posenc self-attention: %s", ", ".join(sorted(installed)))
+
+
+import_every_module(__name__, __path__)

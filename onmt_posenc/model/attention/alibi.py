@@ -1,0 +1,24 @@
+"""ALiBi (Press et al. 2022) as OpenNMT-py computes it, on fused attention."""
+import torch
+from onmt.modules.alibi_position_bias import AlibiPositionalBias
+
+from onmt_posenc.model.attention import register_attention
+from onmt_posenc.model.attention.self_attention import SelfAttention, relative_distances
+
+
+@register_attention("alibi")
+class AlibiAttention(SelfAttention):
+    """ALiBi (Press et al. 2022, eq. in sec. 3): softmax(q_i.k_j / sqrt(d) - m_h |j - i|),
+    one slope m_h per head, the geometric sequence 2**(-8h/H) of OpenNMT-py's
+    `AlibiPositionalBias` (its slopes, and its symmetric |j - i| in the encoder).
+    An additive bias: fused attention applies, where OpenNMT-py 3.5.1 always takes
+    its plain path."""
+
+    def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
+        super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)
+        slopes = torch.tensor(AlibiPositionalBias._get_slopes(head_count))
+        self.register_buffer("slopes", slopes[:, None, None], persistent=False)
+
+    def relative_logits(self, q, key_len):
+        distances = relative_distances(q.size(2), key_len, q.device).abs().to(q.dtype)
+        return (-self.slopes.to(q.dtype) * distances)[None]

@@ -1,0 +1,47 @@
+"""Rotary positions (Su et al. 2021) as OpenNMT-py computes them, on fused attention."""
+from onmt.modules.multi_headed_attn import apply_rotary_emb, rotaryembeddings
+
+from onmt_posenc.model.attention import register_attention
+from onmt_posenc.model.attention.self_attention import SelfAttention
+
+# OpenNMT-py's rotary table length (grown on demand).
+ROTARY_POSITIONS = 2048
+
+
+@register_attention("rotary")
+class RotaryAttention(SelfAttention):
+    """Rotary positions (Su et al. 2021, RoFormer, eq. 34): the query at position m
+    and the key at position n are rotated by m*theta_i and n*theta_i in each plane i,
+    theta_i = base**(-2i/d), so that q.k depends on n - m only.
+
+    OpenNMT-py's own rotation (`rotaryembeddings`, `apply_rotary_emb`, its
+    `rotary_interleave`, `rotary_theta` and `rotary_dim`), applied before the keys
+    enter the layer cache, then fused attention: OpenNMT-py 3.5.1 uses its plain
+    path for rotary on CPU and in every encoder.
+    """
+
+    def __init__(self, head_count, model_dim, rotary_dim, rotary_interleave, rotary_theta, dropout=0.1,
+                 is_decoder=True, add_qkvbias=False, fused=True):
+        super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)
+        self.rotary_dim, self.rotary_interleave, self.rotary_theta = rotary_dim, rotary_interleave, rotary_theta
+        # Not a buffer: `Module.to(dtype)`, which OpenNMT-py applies to the model,
+        # would cast the complex table to real. Not named `rope` either: the stock
+        # decoder moves a layer's `rope`, `cos` and `sin` when it has a `rope`.
+        self.rotations = self.angles(ROTARY_POSITIONS)
+
+    def angles(self, positions):
+        """(positions, rotary_dim) complex rotations, OpenNMT-py's table."""
+        return rotaryembeddings(self.rotary_dim, maxseqlen=positions, base=self.rotary_theta)[0]
+
+    def rotated(self, q, k, first_position):
+        last = first_position + q.size(2)
+        if last > self.rotations.size(0):  # as OpenNMT-py: a longer table, 2,048 positions to spare
+            self.rotations = self.angles(last + ROTARY_POSITIONS)
+        if self.rotations.device != q.device:
+            self.rotations = self.rotations.to(q.device)
+        return apply_rotary_emb(q, k, self.rotations[first_position:last], interleave=self.rotary_interleave)
+
+    @classmethod
+    def from_stock(cls, stock, settings, fused, values):
+        return cls(**settings, rotary_dim=stock.rotary_dim, rotary_interleave=stock.rotary_interleave,
+                   rotary_theta=stock.rotary_theta, fused=fused)

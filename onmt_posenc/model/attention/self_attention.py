@@ -1,0 +1,97 @@
+"""Self-attention for absolute positions (or none), the base of every variant here."""
+import torch
+import torch.nn.functional as F
+from onmt.modules.multi_headed_attn import MultiHeadedAttention, shape, unshape
+
+from onmt_posenc.model.attention import register_attention
+
+
+def masked_value(dtype):
+    """A logit that vanishes in the softmax and stays finite after another logit
+    is added to it (a fully masked row then averages instead of giving NaN)."""
+    return torch.finfo(dtype).min / 2
+
+
+def relative_distances(query_len, key_len, device):
+    """(query_len, key_len) matrix of j - i. The queries are the last `query_len`
+    of `key_len` positions: equal lengths in training, the newest positions
+    while decoding step by step with keys from the layer cache."""
+    keys = torch.arange(key_len, device=device)
+    queries = keys[key_len - query_len :, None]
+    return keys[None, :] - queries
+
+
+@register_attention("absolute")
+class SelfAttention(MultiHeadedAttention):
+    """OpenNMT-py self-attention for absolute positions (or none).
+
+    `fused=True` calls SDPA whenever the attention weights are not requested;
+    `fused=False` is the plain matmul-softmax-matmul path (OpenNMT-py's
+    `self_attn_type: scaled-dot`). Subclasses add a relative term through
+    `relative_logits`, or override `attend`.
+    """
+
+    def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
+        super().__init__(
+            head_count, model_dim, dropout=dropout, is_decoder=is_decoder, attn_type="self", add_qkvbias=add_qkvbias
+        )
+        self.fused = fused
+
+    def forward(self, key, value, query, mask=None, sliding_window=0, step=0, return_attn=False, self_attn_type=None):
+        """OpenNMT-py's signature. `mask` (batch, 1, query_len, key_len) is True
+        where a key is hidden; None while decoding step by step."""
+        q = shape(self.linear_query(query), self.dim_per_head)
+        k = shape(self.linear_keys(key), self.dim_per_head)
+        v = shape(self.linear_values(value), self.dim_per_head)
+        cache = self.layer_cache[1] if self.layer_cache[0] else None  # incremental decoding
+        earlier = cache["keys"].size(2) if cache is not None and cache["keys"].numel() else 0
+        q, k = self.rotated(q, k, first_position=earlier)
+        if earlier:  # prepend the earlier steps' keys and values
+            k = torch.cat((cache["keys"], k), dim=2)
+            v = torch.cat((cache["values"], v), dim=2)
+        if cache is not None:
+            cache["keys"], cache["values"] = k, v
+        context, attn = self.attend(q * self.dim_per_head**-0.5, k, v, mask, return_attn)
+        return self.final_linear(unshape(context)), attn
+
+    def rotated(self, q, k, first_position):
+        """Queries and keys as the attention sees them; only rotary positions change them."""
+        return q, k
+
+    def relative_logits(self, q, key_len):
+        """Position logits added to q.k; absolute positions have none."""
+        return None
+
+    def attend(self, q, k, v, mask, return_attn):
+        """softmax(q k^T + relative logits) v for scaled queries q (batch, heads, Lq, d).
+        Returns the context and, on the plain path, the attention weights."""
+        rel = self.relative_logits(q, k.size(2))
+        if self.fused and not return_attn:
+            if rel is None:
+                bias = None if mask is None else ~mask
+            else:
+                bias = rel if mask is None else rel.masked_fill(mask, masked_value(rel.dtype))
+            del rel  # a view of a (Lq, 2L) buffer: let it go before the attention
+            dropout = self.dropout_p if self.training else 0.0
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout, scale=1.0), None
+        scores = q @ k.transpose(-1, -2)
+        if rel is not None:
+            scores += rel
+        del rel
+        dropped, attn = self.attention_weights(scores, mask)
+        return dropped @ v, attn
+
+    def attention_weights(self, scores, mask):
+        """Masked softmax (in float32, as OpenNMT-py); returns the weights after
+        and before attention dropout. `scores` is overwritten."""
+        if mask is not None:
+            scores.masked_fill_(mask, masked_value(scores.dtype))
+        attn = scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype)
+        return (self.dropout(attn) if self.dropout_p > 0 else attn), attn
+
+    @classmethod
+    def from_stock(cls, stock, settings, fused, values):
+        """Ours for the stock module `stock` (`settings`: what every variant takes;
+        `values`: the relative_values option). The caller then shares the stock
+        module's projections with it."""
+        return cls(**settings, fused=fused)

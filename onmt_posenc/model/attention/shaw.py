@@ -1,0 +1,111 @@
+"""Shaw et al. (2018) relative positions, without the (L, L, d) tensor."""
+import torch
+from torch import nn
+
+from onmt_posenc.model.attention import register_attention
+from onmt_posenc.model.attention.distance_tables import distance_sums, gather_pairs, table_gradient
+from onmt_posenc.model.attention.self_attention import SelfAttention, masked_value, relative_distances
+
+
+class ShawScores(torch.autograd.Function):
+    """Shaw et al. eq. 4 for scaled queries: e_ij = q_i . k_j + q_i . R[bucket(i, j)].
+
+    Shaw's two terms are adjoint to each other: the gradient of the scores for q
+    is the value term of the gradient (`distance_sums`), and the gradient of the
+    context for the weights is the key term of the gradient (`gather_pairs`).
+    Written out, a backward pass creates at most the one (Lq, Lk) gradient it
+    returns; autograd through gather and scatter would add zero-filled (Lq, Lk)
+    buffers and a gradient sum.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, table, bucket):
+        ctx.save_for_backward(q, k, table, bucket)
+        return gather_pairs(q @ table.T, bucket, q, k.transpose(-1, -2), hidden=masked_value(q.dtype))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        q, k, table, bucket = ctx.saved_tensors
+        far = table.size(0) // 2
+        per_distance = distance_sums(grad, -far, far)
+        grad_q = grad @ k + per_distance @ table.to(grad.dtype)
+        grad_k = grad.transpose(-1, -2) @ q
+        return grad_q, grad_k, table_gradient(per_distance, q, table), None
+
+
+class ShawContext(torch.autograd.Function):
+    """Shaw et al. eq. 3: z_i = sum_j a_ij v_j + sum_b (sum of a_ij over bucket b) R[b]."""
+
+    @staticmethod
+    def forward(ctx, weights, v, table, bucket):
+        far = table.size(0) // 2
+        per_distance = distance_sums(weights, -far, far)
+        ctx.save_for_backward(weights, v, table, bucket, per_distance)
+        return weights @ v + per_distance @ table
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        weights, v, table, bucket, per_distance = ctx.saved_tensors
+        grad_weights = gather_pairs(grad @ table.to(grad.dtype).T, bucket, grad, v.transpose(-1, -2))
+        grad_v = weights.transpose(-1, -2) @ grad
+        return grad_weights, grad_v, table_gradient(per_distance, grad, table), None
+
+
+@register_attention("shaw")
+class ShawRelativeAttention(SelfAttention):
+    """Shaw et al. (2018), eqs. 3-5: e_ij = q_i . (k_j + a^K_ij) / sqrt(d) and
+    z_i = sum_j alpha_ij (v_j + a^V_ij), with a_ij = R[clip(j - i, -K, K)].
+
+    Both terms go through the 2K+1 distance buckets, never an (L, L, d) tensor:
+    q_i . a^K_ij = (Q R_K^T)[i, bucket(i, j)] (`ShawScores`), and
+    sum_j alpha_ij a^V_ij = sum_b (sum of alpha_ij over bucket b) R_V[b] (`ShawContext`).
+
+    `values="shared"` is OpenNMT-py's parameterization: one table,
+    `relative_positions_embeddings`, for keys and values, so OpenNMT-py's Shaw
+    checkpoints load unchanged. `values="separate"` is the paper's two tables.
+    `values="none"`: the key term alone (`relative_keys_embeddings`), the simplified
+    RPE that the perSPE paper's Table 1 uses (Oka et al. 2022, sec. 5.1).
+    The value term needs the attention weights: always the plain path.
+    """
+
+    def __init__(self, head_count, model_dim, max_relative_positions, dropout=0.1, is_decoder=True,
+                 add_qkvbias=False, values="shared"):
+        super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused=False)
+        self.max_relative_positions = max_relative_positions
+        self.values = values
+        buckets = 2 * max_relative_positions + 1
+        if values == "shared":
+            self.relative_positions_embeddings = nn.Embedding(buckets, self.dim_per_head)
+        else:
+            self.relative_keys_embeddings = nn.Embedding(buckets, self.dim_per_head)
+        if values == "separate":
+            self.relative_values_embeddings = nn.Embedding(buckets, self.dim_per_head)
+
+    def tables(self):
+        """(R_K, R_V), each (2K+1, d_head); R_V is None without a value term."""
+        if self.values == "shared":
+            return self.relative_positions_embeddings.weight, self.relative_positions_embeddings.weight
+        values = self.relative_values_embeddings.weight if self.values == "separate" else None
+        return self.relative_keys_embeddings.weight, values
+
+    def attend(self, q, k, v, mask, return_attn):
+        r_k, r_v = self.tables()
+        far = self.max_relative_positions
+        bucket = relative_distances(q.size(2), k.size(2), q.device).clamp(-far, far) + far
+        if mask is not None:  # masked pairs read a vanishing logit: no separate masking pass
+            bucket = bucket.masked_fill(mask, 2 * far + 1)
+        bucket = bucket.expand(q.size(0), q.size(1), -1, -1)
+        dropped, attn = self.attention_weights(ShawScores.apply(q, k, r_k, bucket), mask=None)
+        if r_v is None:
+            return dropped @ v, attn
+        return ShawContext.apply(dropped, v, r_v, bucket), attn
+
+    @classmethod
+    def from_stock(cls, stock, settings, fused, values):
+        values = values or "shared"
+        attention = cls(**settings, max_relative_positions=stock.max_relative_positions, values=values)
+        if values == "shared":  # OpenNMT-py's one table, shared with the stock module
+            attention.relative_positions_embeddings = stock.relative_positions_embeddings
+        return attention

@@ -1,0 +1,470 @@
+"""CTranslate2 export of the extension's models, through the stock converter.
+
+`onmt_release_model --format ctranslate2` and `ctranslate2.converters.OpenNMTPyConverter`
+build a CTranslate2 model from an OpenNMT-py checkpoint in
+`ctranslate2.converters.opennmt_py`. `install()` (run by `onmt_posenc.startup` once
+that module is imported) wraps four of its functions so that they export what
+`onmt_translate` computes:
+
+- Absolute positions. CTranslate2 computes `embedding * scale + table[position]`
+  per side. The table and the scale are read off the side's own position module
+  (the one `onmt_translate` builds, with the checkpoint's buffers) in evaluation
+  mode, so every scheme exports as it translates: APE, and perSPE and CAPE
+  (augmentations in training only), as their sinusoid table, randomized
+  positions as the sinusoids of its evaluation positions, SHAPE as rows offset.. of its table (Kiyono et al. 2021 with the released
+  code's inference offset; K = 0 is APE), and 'none' as a table of zeros
+  (CTranslate2 would otherwise generate sinusoids for a side without a table)
+  with scale 1: OpenNMT-py scales by sqrt(d) inside its
+  position module, and a side without one is not scaled.
+- Layer-norm epsilon. The stock converter leaves it unset for encoder-decoder
+  models, and CTranslate2 then uses 1e-5 where OpenNMT-py uses `norm_eps`
+  (1e-6). Models with large embeddings hardly notice; a side without the sqrt(d)
+  scale feeds small vectors to its first layer norm, and its scores move by up
+  to 1e-2, enough to change translations.
+- Shaw et al. (2018) relative positions, with OpenNMT-py's one table for keys and
+  values, with separate tables (`relative_values: separate`) or with the key term
+  alone (`relative_values: none`, a value table of zeros): CTranslate2's
+  attention has both `relative_position_keys` and `relative_position_values`.
+- Rotary positions (`max_relative_positions: -1`) in an encoder-decoder model, in
+  the self-attention of both stacks, with the model's `rotary_interleave`,
+  `rotary_theta` and `rotary_dim`. OpenNMT-py rotates queries and keys, then
+  scales; CTranslate2's rotary attention does the same and means the same by
+  each option (0 dimensions: the whole head). The stock converter builds
+  encoder-decoder models without rotary (CTranslate2 issues 1283, 1657), so the
+  attributes that CTranslate2's own attention spec declares for them are added
+  to its layers.
+- T5's relative attention bias (`relative_positions_buckets: N`, with
+  `max_relative_positions` as T5's max distance) in an encoder-decoder model.
+  CTranslate2's bias uses OpenNMT-py's buckets (bidirectional in the encoder, the
+  past only in the decoder) and is added where OpenNMT-py adds it, to the scaled
+  q.k. OpenNMT-py learns a table per layer. CTranslate2 4.8.1 (its source) adds
+  the first layer's table in every layer of a stack, as T5 shares one; 4.8.5
+  (measured) adds each layer's own when the tables differ. The export asks for
+  4.8.5, records that in config.json, and `open_translator` refuses an older
+  CTranslate2.
+
+A stack with positions in its self-attention has no position table in CTranslate2
+(it never reads one), so these models export with 'none' on both sides only.
+
+Refused, with the reason: Music Transformer relative attention (its distance
+embeddings are per head, CTranslate2's relative tables are shared by the heads),
+positions in the attention combined with an absolute encoding (a CTranslate2
+stack has one or the other, never both), ALiBi (`max_relative_positions: -2`) in
+an encoder-decoder model (OpenNMT-py adds it in the encoder too; CTranslate2 has
+ALiBi in decoders only), T5's bias with a CTranslate2 older than 4.8.5, the
+decaying mask (`relative_attention: decay`: no such term in CTranslate2), and
+positions in one stack's attention only (`relative_positions_side`: the stock
+converter builds both stacks' attention alike).
+
+Flash attention: CTranslate2's `FlashMultiHeadAttention` (decoder self-attention,
+`ctranslate2.Translator(..., flash_attention=True)`, CUDA only) has rotary and
+ALiBi but no relative position code, and a decoder without relative positions
+adds generated sinusoids instead, silently (CTranslate2 4.8's source). Shaw and
+T5 models therefore get (1) a note in config.json, (2) `open_translator`, which
+refuses flash attention for them, and (3) a one-row position table in the
+decoder: the normal path never reads it, a decoder that does (the flash path)
+stops at the second target position with CTranslate2's "No position encodings
+are defined for positions >= 1".
+"""
+import argparse
+import collections
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from onmt_posenc.core.errors import UserError
+
+STACKS = {"src": "encoder", "tgt": "decoder"}
+# Each stack's self-attention modules in OpenNMT-py (checkpoint keys), by layer.
+SELF_ATTENTION_SCOPES = {
+    "encoder": "encoder.transformer.{}.self_attn",
+    "decoder": "decoder.transformer_layers.{}.self_attn",
+}
+METADATA_KEY = "onmt_posenc"
+# The first CTranslate2 release checked to add each layer's own T5 bias table when
+# a stack's tables differ (4.8.1's source adds the first layer's in every layer).
+T5_PER_LAYER_TABLES = "4.8.5"
+# What the self-attention of an exported model may be (None: absolute positions only;
+# ALiBi in decoder-only models, which the stock converter exports).
+EXPORTED_ATTENTION = (None, "shaw", "rotary", "t5", "alibi")
+# The positions in the attention that CTranslate2's flash attention leaves out.
+DROPPED_BY_FLASH_ATTENTION = ("shaw", "t5")
+FLASH_ATTENTION_NOTE = (
+    "Do not run this model with flash_attention=True: CTranslate2's flash attention "
+    "drops relative positions. onmt_posenc.model.export.open_translator refuses it; a "
+    "decoder that runs it anyway fails with 'No position encodings are defined for "
+    "positions >= 1'."
+)
+
+
+class NotExportableError(UserError, ValueError):
+    """The model computes something CTranslate2 cannot."""
+
+
+class FlashAttentionRefusedError(UserError, ValueError):
+    """Flash attention would drop this model's relative positions."""
+
+
+class CTranslate2TooOldError(UserError, ValueError):
+    """The installed CTranslate2 would compute this exported model differently."""
+
+
+class OutputFolderError(UserError, ValueError):
+    """The export would delete files that are not a CTranslate2 model's."""
+
+
+# What CTranslate2 writes into a model folder (4.8): a folder holding only these is a
+# previous export, which an export with `force` may replace.
+EXPORT_FILES = re.compile(r"model\.bin|config\.json|((shared|source|target)_)?vocabulary\.(json|txt)|vmap\.txt")
+
+
+@dataclass(frozen=True)
+class PositionTerm:
+    """What one side's embedding layer adds at inference: `emb * scale + table[i]`."""
+
+    scale: float
+    table: torch.Tensor  # (positions, dim)
+
+    def is_zero(self):
+        return not self.table.any()
+
+
+def model_options(checkpoint_opt):
+    """The options `onmt_translate` builds the model from: OpenNMT-py's defaults
+    under the checkpoint's values, position and attention choices resolved."""
+    from onmt.utils.parse import ArgumentParser
+
+    from onmt_posenc.model import options
+
+    model_opt = ArgumentParser.ckpt_model_opts(checkpoint_opt)
+    options.resolve_position_options(model_opt)
+    return options.resolve_attention_options(model_opt)
+
+
+def _position_module(model_opt, variables, side, dim):
+    """The side's position module as `onmt_translate` builds it, with the
+    checkpoint's buffers, in evaluation mode."""
+    from onmt.modules import Embeddings
+
+    from onmt_posenc.model.positions import install_position_encoding
+
+    holder = Embeddings(dim, word_vocab_size=1, word_padding_idx=0)
+    install_position_encoding(holder, getattr(model_opt, f"{side}_position_encoding"), model_opt)
+    module = getattr(holder.make_embedding, "pe", None)
+    if module is None:  # stock embeddings without position encoding
+        return None
+    prefix = f"{STACKS[side]}.embeddings.make_embedding.pe."
+    module.load_state_dict({key[len(prefix):]: value for key, value in variables.items() if key.startswith(prefix)})
+    return module.eval()
+
+
+def position_term(model_opt, variables, side):
+    """Read the scale and the position table off the side's position module."""
+    from onmt_posenc.model.positions import ONMT_TABLE_ROWS
+
+    dim = model_opt.enc_hid_size if side == "src" else model_opt.dec_hid_size
+    module = _position_module(model_opt, variables, side, dim)
+    if module is None:  # the word embedding alone: scale 1, no position term
+        return PositionTerm(1.0, torch.zeros(ONMT_TABLE_ROWS, dim))
+    if hasattr(module, "pe"):
+        # SHAPE reads rows offset.. of its table, so that many fewer positions fit.
+        positions = module.pe.size(0) - getattr(module, "inference_offset", 0)
+    else:  # no table: as many positions as OpenNMT-py's sinusoid table has
+        positions = ONMT_TABLE_ROWS
+    # In float64 the probe's own rounding, (1 * scale + pe) - pe, stays far
+    # below float32's resolution.
+    module.double()
+    with torch.no_grad():
+        table = module(torch.zeros(1, positions, module.dim, dtype=torch.float64))[0]
+        scale = module(torch.ones(1, 1, module.dim, dtype=torch.float64))[0, 0] - table[0]
+    if not torch.allclose(scale, scale.mean().expand_as(scale), rtol=1e-9, atol=0):
+        raise NotExportableError(
+            f"{side}_position_encoding {getattr(model_opt, f'{side}_position_encoding')}: "
+            "not embedding x scale + position table, which is all CTranslate2 computes"
+        )
+    return PositionTerm(scale.mean().item(), table.float())
+
+
+def attention_positions(model_opt):
+    """The positions OpenNMT-py's self-attention adds: the onmt_posenc.model.attention
+    variant ('t5', 'rotary', 'alibi', 'shaw' or 'music'); None if it adds none."""
+    from onmt_posenc.model.attention import scheme_of
+
+    method = scheme_of(model_opt, model_opt.relative_attention)
+    return None if method == "absolute" else method
+
+
+def _attention_option(model_opt):
+    """The option that puts positions in the attention, as the user set it."""
+    if model_opt.relative_positions_buckets > 0:
+        return f"relative_positions_buckets {model_opt.relative_positions_buckets}"
+    return f"max_relative_positions {model_opt.max_relative_positions}"
+
+
+def _release(version):
+    """'4.8.5' -> (4, 8, 5), to compare versions."""
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def check_exportable(model_opt):
+    """Raise NotExportableError for what CTranslate2 cannot run, saying why."""
+    import ctranslate2
+
+    method = attention_positions(model_opt)
+    encoder_decoder = model_opt.decoder_type != "transformer_lm"
+    if method == "alibi" and encoder_decoder:
+        raise NotExportableError(
+            "max_relative_positions -2 (ALiBi) in an encoder-decoder model: OpenNMT-py adds "
+            "ALiBi's distance bias in the encoder's self-attention too, and CTranslate2 has "
+            "ALiBi in decoders only"
+        )
+    if method == "music":
+        raise NotExportableError(
+            "relative_attention music: its relative logits use a distance embedding per "
+            "layer and head; CTranslate2's relative position tables (Shaw et al.) are "
+            "shared by all heads of a layer, and its relative attention bias (T5) is "
+            "one scalar per head and distance, independent of the query"
+        )
+    if method == "decay":
+        raise NotExportableError(
+            "relative_attention decay: the decaying mask multiplies the attention weights by a ramp "
+            "over the tokens each query sees, and CTranslate2's attention has no such term"
+        )
+    if method is not None and getattr(model_opt, "relative_positions_side", None) not in (None, "both"):
+        raise NotExportableError(
+            f"relative_positions_side {model_opt.relative_positions_side}: CTranslate2's OpenNMT-py converter "
+            "builds the self-attention of both stacks alike, positions in the attention or none"
+        )
+    if method not in EXPORTED_ATTENTION:  # a variant added later: its export is not written yet
+        raise NotExportableError(
+            f"relative_attention {method}: the CTranslate2 export knows the positions of "
+            f"{', '.join(sorted(filter(None, EXPORTED_ATTENTION)))} attention only"
+        )
+    if method == "t5" and _release(ctranslate2.__version__) < _release(T5_PER_LAYER_TABLES):
+        raise NotExportableError(
+            f"relative_positions_buckets {model_opt.relative_positions_buckets} (T5 bias) with "
+            f"CTranslate2 {ctranslate2.__version__}: before {T5_PER_LAYER_TABLES} it adds the first "
+            "layer's bias table in every layer of a stack (T5 shares one), and OpenNMT-py "
+            "learns a table per layer"
+        )
+
+
+def metadata(model_opt, sides=tuple(STACKS)):
+    """What config.json records of the model's positions (key `onmt_posenc`)."""
+    info = {f"{side}_position_encoding": getattr(model_opt, f"{side}_position_encoding") for side in sides}
+    if "shape" in info.values():
+        info["shape_inference_offset"] = model_opt.shape_inference_offset
+    method = attention_positions(model_opt)
+    if method == "shaw":
+        info.update(
+            max_relative_positions=model_opt.max_relative_positions,
+            relative_attention=model_opt.relative_attention,
+            relative_values=model_opt.relative_values,
+        )
+    elif method == "t5":
+        info.update(
+            relative_positions_buckets=model_opt.relative_positions_buckets,
+            max_relative_positions=model_opt.max_relative_positions,
+            minimum_ctranslate2=T5_PER_LAYER_TABLES,
+        )
+    elif method == "rotary":
+        info.update(
+            max_relative_positions=model_opt.max_relative_positions,
+            rotary_interleave=model_opt.rotary_interleave,
+            rotary_theta=model_opt.rotary_theta,
+            rotary_dim=model_opt.rotary_dim,
+        )
+    if method in DROPPED_BY_FLASH_ATTENTION:
+        info["flash_attention"] = FLASH_ATTENTION_NOTE
+    return info
+
+
+def _flash_attention_tripwire(decoder_spec, dim):
+    """A one-row position table that only a decoder without relative positions
+    reads (in CTranslate2 4.8: the flash-attention decoder)."""
+    from ctranslate2.specs.transformer_spec import PositionEncoderSpec
+
+    tripwire = PositionEncoderSpec()
+    tripwire.encodings = torch.zeros(1, dim)
+    # Specs are frozen to the attributes their constructor made; a relative
+    # decoder spec has no `position_encodings`, so it is added past the guard.
+    vars(decoder_spec)["position_encodings"] = tripwire
+
+
+def _positions_in_attention(spec, model_opt, variables, method):
+    """Add the model's rotary positions or T5 bias to the self-attention of every
+    layer of an encoder-decoder spec that the stock converter built for absolute
+    positions. Which attributes, of which types: those that CTranslate2's own
+    `MultiHeadAttentionSpec` constructor declares for them. The stacks lose their
+    position tables: CTranslate2 never reads one in a stack with positions in its
+    attention."""
+    from ctranslate2.specs.attention_spec import MultiHeadAttentionSpec
+
+    if method == "rotary":
+        declared = MultiHeadAttentionSpec(
+            self_attention=True,
+            rotary_dim=model_opt.rotary_dim,
+            rotary_interleave=model_opt.rotary_interleave,
+            rotary_base=model_opt.rotary_theta,
+        )
+    else:
+        declared = MultiHeadAttentionSpec(self_attention=True, relative_attention_bias=True)
+    for stack, scope in SELF_ATTENTION_SCOPES.items():
+        stack_spec = getattr(spec, stack)
+        delattr(stack_spec, "position_encodings")
+        for i, layer in enumerate(stack_spec.layer):
+            attention = layer.self_attention
+            for name, value in vars(declared).items():
+                # Specs are frozen to the attributes their constructor made: added past the guard.
+                vars(attention).setdefault(name, value)
+            if method == "t5":
+                attention.relative_attention_bias = variables[f"{scope.format(i)}.relative_attention_bias.weight"]
+                attention.relative_attention_max_distance = np.int32(model_opt.max_relative_positions)
+
+
+def _exporting(stock_build_spec):
+    """Wrap a converter function (opt, variables, ...) -> model spec: give it each
+    side's position table, then set each side's embedding scale and, in an
+    encoder-decoder model, the rotary positions or T5 bias it leaves out."""
+
+    @functools.wraps(stock_build_spec)
+    def build_spec(opt, variables, *args, **kwargs):
+        model_opt = model_options(opt)
+        method = attention_positions(model_opt)
+        terms, tables = {}, {}
+        for side, stack in STACKS.items():
+            if f"{stack}.embeddings.make_embedding.emb_luts.0.weight" not in variables:
+                continue  # a decoder-only model has no encoder
+            terms[side] = term = position_term(model_opt, variables, side)
+            if method is not None and not term.is_zero():
+                raise NotExportableError(
+                    f"{side}_position_encoding {getattr(model_opt, f'{side}_position_encoding')} with "
+                    f"{_attention_option(model_opt)}: a CTranslate2 stack has positions in its "
+                    "attention or a position table, not both"
+                )
+            tables[f"{stack}.embeddings.make_embedding.pe.pe"] = term.table
+        # The stock converter builds encoder-decoder models without rotary
+        # positions or T5's bias; they are added to its spec below.
+        stock_leaves_out = method in ("rotary", "t5") and model_opt.decoder_type != "transformer_lm"
+        if stock_leaves_out and method == "t5":
+            # T5's max distance, max_relative_positions, would make it build Shaw
+            # layers and look for their tables: it builds absolute ones instead.
+            opt = argparse.Namespace(**vars(opt))
+            opt.max_relative_positions = 0
+        spec = stock_build_spec(opt, collections.ChainMap(tables, variables), *args, **kwargs)
+        for side, term in terms.items():
+            getattr(spec, STACKS[side]).scale_embeddings = term.scale
+        spec.config.layer_norm_epsilon = model_opt.norm_eps
+        if stock_leaves_out:
+            _positions_in_attention(spec, model_opt, variables, method)
+        if method in DROPPED_BY_FLASH_ATTENTION:
+            _flash_attention_tripwire(spec.decoder, terms["tgt"].table.size(1))
+        spec.config.add_attribute(METADATA_KEY, metadata(model_opt, terms))
+        return spec
+
+    return build_spec
+
+
+def _checking(stock_check_opt):
+    """Wrap `check_opt(opt, num_source_embeddings)`: our refusals first, then the
+    stock checks on the options as CTranslate2 sees them."""
+
+    @functools.wraps(stock_check_opt)
+    def check_opt(opt, num_source_embeddings):
+        model_opt = model_options(opt)
+        check_exportable(model_opt)
+        as_stock = argparse.Namespace(**vars(model_opt))
+        # Each side's absolute encoding is exported on its own (see _exporting),
+        # in place of the stock rule "position_encoding xor max_relative_positions".
+        as_stock.position_encoding = model_opt.max_relative_positions == 0
+        # OpenNMT-py's fused kernel computes the same attention as scaled-dot.
+        if as_stock.self_attn_type == "scaled-dot-flash":
+            as_stock.self_attn_type = "scaled-dot"
+        return stock_check_opt(as_stock, num_source_embeddings)
+
+    return check_opt
+
+
+def _separate_values(stock_set_attention):
+    """Wrap `set_multi_head_attention(spec, variables, scope, ...)` for Shaw's
+    separate key and value tables (`relative_values: separate`), or its key table
+    alone (`relative_values: none`: a value table of zeros adds no value term)."""
+
+    @functools.wraps(stock_set_attention)
+    def set_multi_head_attention(spec, variables, scope, *args, **kwargs):
+        keys = variables.get(f"{scope}.relative_keys_embeddings.weight")
+        if keys is None:
+            return stock_set_attention(spec, variables, scope, *args, **kwargs)
+        # The stock function reads OpenNMT-py's shared table as keys and values.
+        shared = {f"{scope}.relative_positions_embeddings.weight": keys}
+        stock_set_attention(spec, collections.ChainMap(shared, variables), scope, *args, **kwargs)
+        values = variables.get(f"{scope}.relative_values_embeddings.weight")
+        spec.relative_position_values = torch.zeros_like(keys) if values is None else values
+
+    return set_multi_head_attention
+
+
+def _keeping_other_files(convert):
+    """`force` makes CTranslate2 delete the output folder before it writes the model,
+    whatever it holds, and `onmt_release_model --format ctranslate2` always sets it:
+    `--output runs` would delete a folder of runs. Replace only a previous export."""
+
+    @functools.wraps(convert)
+    def checked(self, output_dir, *args, **kwargs):
+        folder = Path(output_dir)
+        if folder.exists() and not folder.is_dir():
+            raise OutputFolderError(f"cannot export into {folder}: it is a file, not a folder")
+        if folder.is_dir():
+            others = sorted(path.name for path in folder.iterdir() if not EXPORT_FILES.fullmatch(path.name))
+            if others:
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+                raise OutputFolderError(
+                    f"refusing to export into {folder}: exporting replaces the whole folder, and it holds "
+                    f"{shown}, not a CTranslate2 model's files; choose a new folder"
+                )
+        return convert(self, output_dir, *args, **kwargs)
+
+    return checked
+
+
+def install():
+    """Make CTranslate2's OpenNMT-py converter export the extension's models: wraps
+    `check_opt`, `_get_model_spec_seq2seq`, `_get_model_spec_lm` and
+    `set_multi_head_attention` of `ctranslate2.converters.opennmt_py` (4.8), and
+    its `convert`, which would delete whatever the output folder holds."""
+    from ctranslate2.converters import opennmt_py
+
+    opennmt_py.OpenNMTPyConverter.convert = _keeping_other_files(opennmt_py.OpenNMTPyConverter.convert)
+    opennmt_py.check_opt = _checking(opennmt_py.check_opt)
+    opennmt_py._get_model_spec_seq2seq = _exporting(opennmt_py._get_model_spec_seq2seq)
+    opennmt_py._get_model_spec_lm = _exporting(opennmt_py._get_model_spec_lm)
+    opennmt_py.set_multi_head_attention = _separate_values(opennmt_py.set_multi_head_attention)
+
+
+def read_metadata(model_dir):
+    """The `onmt_posenc` entry of an exported model's config.json ({} if none)."""
+    config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    return config.get(METADATA_KEY, {})
+
+
+def open_translator(model_dir, **kwargs):
+    """`ctranslate2.Translator(model_dir, **kwargs)`, refusing flash attention
+    for a model whose relative positions it would drop, and a CTranslate2 older
+    than the model needs."""
+    import ctranslate2
+
+    info = read_metadata(model_dir)
+    if kwargs.get("flash_attention") and "flash_attention" in info:
+        raise FlashAttentionRefusedError(f"{model_dir}: {FLASH_ATTENTION_NOTE}")
+    needed = info.get("minimum_ctranslate2")
+    if needed and _release(ctranslate2.__version__) < _release(needed):
+        raise CTranslate2TooOldError(
+            f"{model_dir}: its T5 bias has a table per layer, which CTranslate2 before {needed} "
+            f"replaces by the first layer's; this is CTranslate2 {ctranslate2.__version__}"
+        )
+    return ctranslate2.Translator(str(model_dir), **kwargs)

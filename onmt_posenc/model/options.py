@@ -1,0 +1,230 @@
+"""The extension's model options, added to OpenNMT-py's own model options.
+
+They are saved in checkpoints with the rest of `opt`, so translation rebuilds
+exactly the position scheme a model was trained with.
+"""
+
+from onmt_posenc.core.errors import UserError
+
+RELATIVE_VALUES_CHOICES = ("shared", "separate", "none")
+SIDES = {"encoder": "src", "decoder": "tgt"}
+
+
+class ModelOptionsError(UserError, ValueError):
+    """A model's options (from a checkpoint, at load) that the extension refuses."""
+
+
+def attention_scheme(relative_positions_buckets, max_relative_positions, relative_attention):
+    """The self-attention variant a model's options choose (a name in onmt_posenc.model.attention):
+    T5 buckets first (as in OpenNMT-py), then max_relative_positions -1 / -2, else our
+    relative_attention option (Shaw's for max_relative_positions > 0 unless set; the
+    decaying mask needs no distance), else none."""
+    if (relative_positions_buckets or 0) > 0:
+        return "t5"
+    stock = {-1: "rotary", -2: "alibi"}.get(max_relative_positions or 0)
+    if stock is not None:
+        return stock
+    if relative_attention is not None:
+        return relative_attention
+    return "shaw" if (max_relative_positions or 0) > 0 else "absolute"
+
+
+def attention_sides(opt):
+    """The sides ('src', 'tgt') whose self-attention the attention scheme applies to."""
+    side = getattr(opt, "relative_positions_side", None)
+    return tuple(SIDES.values()) if side in (None, "both") else (SIDES[side],)
+
+
+def add_model_options(parser):
+    from onmt_posenc.model.attention import relative_attention_choices
+    from onmt_posenc.model.positions import POSITION_ENCODINGS
+
+    group = parser.add_argument_group("Position representations (onmt-posenc)")
+    for side, where in (("src", "encoder"), ("tgt", "decoder")):
+        group.add(
+            f"--{side}_position_encoding",
+            f"-{side}_position_encoding",
+            choices=tuple(POSITION_ENCODINGS),
+            default=None,
+            help=f"Absolute position encoding of the {where} embeddings. Unset: 'shape' "
+            "if shape_max_shift is set, else 'sinusoidal' with -position_encoding, "
+            "else 'none'; the decoder's is 'perspe' if perspe_range is set. Every other "
+            "scheme (e.g. 'randomized', Ruoss et al. 2023; 'cape', Likhomanenko et al. 2021) "
+            "is chosen by name.",
+        )
+    for scheme in POSITION_ENCODINGS.values():
+        scheme.add_options(group)
+    group.add(
+        "--relative_attention",
+        "-relative_attention",
+        choices=relative_attention_choices(),
+        default=None,
+        help="Relative self-attention when max_relative_positions > 0 (unset: 'shaw'). "
+        "'shaw': Shaw et al. 2018, key and value terms, distances clipped at "
+        "max_relative_positions. 'music': Huang et al. 2018 (Music Transformer), a "
+        "distance embedding per layer and head, keys only, same clipping (causal in the "
+        "decoder). 'decay' (with max_relative_positions 0): no positions, the attention "
+        "weights multiplied by a ramp from 1 at the query's own token down to 0.1 at the "
+        "farthest token it sees (seed 003's decaying mask).",
+    )
+    group.add(
+        "--relative_positions_side",
+        "-relative_positions_side",
+        choices=("both", *SIDES),
+        default=None,
+        help="The self-attention that takes positions in the attention (relative positions, "
+        "rotary, ALiBi, T5 buckets, the decaying mask; unset: both). The other side's "
+        "self-attention has none: give that side an absolute encoding with "
+        "src_position_encoding / tgt_position_encoding, or none (the perSPE paper's Table 1).",
+    )
+    group.add(
+        "--relative_values",
+        "-relative_values",
+        choices=RELATIVE_VALUES_CHOICES,
+        default=None,
+        help="Shaw's relative tables (unset: 'shared'). 'shared': one table for keys and "
+        "values, OpenNMT-py's parameterization (its checkpoints load unchanged). "
+        "'separate': the paper's two tables. 'none': the key term only, no value term "
+        "(the simplified RPE of the perSPE paper's Table 1).",
+    )
+
+
+
+def resolve_attention_options(opt):
+    """Check the relative attention options and fill in their defaults.
+
+    Raises ValueError naming the option at fault; also for two mistakes OpenNMT-py
+    meets only with a bare assert when it builds the model, or a garbled message.
+    """
+    if getattr(opt, "position_encoding", False) and opt.max_relative_positions != 0:
+        raise ValueError(
+            f"position_encoding is true with max_relative_positions {opt.max_relative_positions}: OpenNMT-py's "
+            "model takes absolute positions or positions in its attention, not both (position_encoding: "
+            "false for rotary, ALiBi or relative attention)"
+        )
+    if opt.max_relative_positions < -2:
+        raise ValueError(f"max_relative_positions must be >= -2 (-1: rotary, -2: ALiBi, 0: none, K > 0: "
+                         f"relative attention up to distance K), got {opt.max_relative_positions}")
+    # -1 is OpenNMT-py's "unset" (enc_hid_size and dec_hid_size apply); other values
+    # below 1 were taken as unset too, and the model built with 500
+    if getattr(opt, "hidden_size", -1) != -1 and opt.hidden_size < 1:
+        raise ValueError(f"hidden_size must be >= 1, or -1 for enc_hid_size and dec_hid_size, got {opt.hidden_size}")
+    check_embedding_sizes(opt)
+    heads = getattr(opt, "heads", None)
+    for option, dim in attention_dimensions(opt):
+        if heads and dim % heads:
+            raise ValueError(f"heads {heads} does not divide {option} {dim}: each head takes {option} / heads")
+    if getattr(opt, "relative_positions_buckets", 0) > 0:
+        # T5 buckets take precedence in OpenNMT-py; max_relative_positions is their max distance.
+        if opt.max_relative_positions < 0:
+            raise ValueError(f"relative_positions_buckets needs max_relative_positions >= 0, T5's max "
+                             f"distance (T5 uses 128), got {opt.max_relative_positions}")
+        for key, ignored in (("relative_attention", "shaw"), ("relative_values", "shared")):
+            value = getattr(opt, key, None)
+            if value not in (None, ignored):
+                raise ValueError(f"{key} {value} is set but relative_positions_buckets chooses T5's bias")
+            # OpenNMT-py's Shaw, which T5 buckets override (and this extension's checkpoints
+            # from before 2026-11-24 carry as a filled-in default)
+            setattr(opt, key, None)
+        return opt
+    side = getattr(opt, "relative_positions_side", None)
+    scheme = attention_scheme(0, opt.max_relative_positions, getattr(opt, "relative_attention", None))
+    if side is not None and scheme == "absolute":
+        raise ValueError(f"relative_positions_side {side} is set but no positions are in the attention "
+                         "(max_relative_positions 0, no relative_positions_buckets, no relative_attention)")
+    if scheme == "decay":
+        return _check_decaying_mask(opt)
+    if opt.max_relative_positions <= 0:
+        for key in ("relative_attention", "relative_values"):
+            if getattr(opt, key, None) is not None:
+                raise ValueError(f"{key} is set but max_relative_positions is not > 0")
+        return opt
+    if getattr(opt, "relative_attention", None) is None:
+        opt.relative_attention = "shaw"
+    if opt.relative_attention == "shaw" and getattr(opt, "relative_values", None) is None:
+        opt.relative_values = "shared"
+    if opt.relative_attention == "music":
+        if getattr(opt, "relative_values", None) is not None:
+            raise ValueError("relative_values applies to relative_attention shaw only (music has no value term)")
+        if getattr(opt, "full_context_alignment", False):
+            raise ValueError(
+                "relative_attention music cannot be combined with full_context_alignment: the "
+                "decoder's causal form has no embeddings for future positions"
+            )
+    return opt
+
+
+def _check_decaying_mask(opt):
+    """The decaying mask stands in for positions: no distance, no absolute encoding on its sides."""
+    if opt.max_relative_positions != 0:
+        raise ValueError(f"relative_attention decay takes no distance: max_relative_positions must be 0, got "
+                         f"{opt.max_relative_positions}")
+    if getattr(opt, "relative_values", None) is not None:
+        raise ValueError("relative_values applies to relative_attention shaw only (decay has no value term)")
+    for side in attention_sides(opt):
+        encoding = getattr(opt, f"{side}_position_encoding", None)
+        if encoding not in (None, "none"):
+            raise ValueError(f"relative_attention decay on the {'encoder' if side == 'src' else 'decoder'} with "
+                             f"{side}_position_encoding {encoding}: the decaying mask stands in for positions; set "
+                             f"{side}_position_encoding: none (and relative_positions_side for one side only)")
+    return opt
+
+
+def transformer_stacks(opt):
+    """(side, its model-size option) of each stack built of Transformer layers."""
+    stacks = []
+    if getattr(opt, "encoder_type", None) == "transformer":
+        stacks.append(("src", "enc_hid_size"))
+    if getattr(opt, "decoder_type", None) in ("transformer", "transformer_lm"):
+        stacks.append(("tgt", "dec_hid_size"))
+    return stacks
+
+
+def attention_dimensions(opt):
+    """(option, model dimension) of each side built of Transformer attention layers.
+    hidden_size, when set, is what OpenNMT-py copies to enc_hid_size and dec_hid_size
+    (`update_model_opts`)."""
+    sizes = [size_option for _, size_option in transformer_stacks(opt)]
+    if getattr(opt, "hidden_size", -1) > 0:
+        return [("hidden_size", opt.hidden_size)] if sizes else []
+    return [(size_option, getattr(opt, size_option)) for size_option in sizes if getattr(opt, size_option, None)]
+
+
+def check_embedding_sizes(opt):
+    """A Transformer adds positions and residuals to its embeddings with no projection
+    in between: they must be of the model's size (OpenNMT-py fails in its first layer
+    norm, with a shape in the message and no option)."""
+    for side, size_option in transformer_stacks(opt):
+        emb, dim = getattr(opt, f"{side}_word_vec_size", None), getattr(opt, size_option, None)
+        if emb is not None and dim is not None and emb != dim:
+            emb_option = "word_vec_size" if getattr(opt, "word_vec_size", -1) > 0 else f"{side}_word_vec_size"
+            dim_option = "hidden_size" if getattr(opt, "hidden_size", -1) > 0 else size_option
+            raise ValueError(f"{emb_option} {emb} differs from {dim_option} {dim}: a Transformer's embeddings "
+                             "are of its model size")
+
+
+def resolve_position_options(opt):
+    """Check the options and fill in each side's position encoding.
+
+    Raises ValueError naming the option at fault. Each scheme checks its own
+    options (onmt_posenc.model.positions).
+    """
+    from onmt_posenc.model.positions import POSITION_ENCODINGS
+
+    for side in ("src", "tgt"):
+        key = f"{side}_position_encoding"
+        choice = getattr(opt, key, None)
+        if choice is None:
+            if side == "tgt" and opt.perspe_range is not None:
+                choice = "perspe"
+            elif opt.shape_max_shift is not None:
+                choice = "shape"
+            elif opt.position_encoding:
+                choice = "sinusoidal"
+            else:
+                choice = "none"
+            setattr(opt, key, choice)
+
+    for name, scheme in POSITION_ENCODINGS.items():
+        scheme.check_options(opt, used=name in (opt.src_position_encoding, opt.tgt_position_encoding))
+    return opt

@@ -1,0 +1,102 @@
+"""Absolute position encodings, one file per scheme, each registered by name.
+
+A scheme is one small module with OpenNMT-py's `PositionalEncoding` calling
+convention, `forward(emb, step=None)`, so it drops into
+`Embeddings.make_embedding.pe` and keeps the parameter names of a plain APE model.
+Augmentation happens only under `self.training`; evaluation is a fixed encoding.
+
+`@register_position_encoding("name")` makes a scheme a choice of
+`src_position_encoding`/`tgt_position_encoding`; its class methods (see
+`PositionScheme`) add, check and read its own options. Every file in this folder
+is imported below, so adding a scheme is one new file (plus its tests): the
+options, the model builder and the runner find it here.
+"""
+import math
+
+import torch
+
+from onmt_posenc.model.registry import import_every_module, registering
+
+# OpenNMT-py's sinusoid table has this many rows; SHAPE's and perSPE's add room.
+ONMT_TABLE_ROWS = 5000
+
+POSITION_ENCODINGS = {}
+
+# Class decorator: the scheme `name` of src/tgt_position_encoding.
+register_position_encoding = registering(POSITION_ENCODINGS, "position encoding")
+
+
+def sinusoid_frequencies(dim, enc_type):
+    """The frequencies of OpenNMT-py's PositionalEncoding table, computed as it
+    computes them (same float32 operations), (dim / 2,)."""
+    if enc_type == "SinusoidalInterleaved":
+        return torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))
+    if enc_type == "SinusoidalConcat":
+        half_dim = dim // 2
+        return torch.exp(torch.arange(half_dim, dtype=torch.float) * -(math.log(10000) / (half_dim - 1)))
+    raise ValueError(f"unknown position_encoding_type {enc_type!r}")
+
+
+def sinusoids(positions, frequencies, enc_type):
+    """OpenNMT-py's sinusoid of real-valued positions: (...) -> (..., dim), the
+    same layout as its table (at integer positions, the table's rows)."""
+    angles = positions[..., None] * frequencies
+    if enc_type == "SinusoidalInterleaved":  # sin, cos, sin, cos, ...
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)  # all sines, then all cosines
+
+
+class PositionScheme:
+    """What a registered scheme says about its options; by default it has none."""
+
+    # Its own options: setting one while no side uses the scheme is an error.
+    option_names = ()
+
+    @classmethod
+    def add_options(cls, group):
+        """Add the scheme's options to OpenNMT-py's model options."""
+
+    @classmethod
+    def check_options(cls, opt, used):
+        """Check the scheme's options and fill in their defaults; `used`: a side uses
+        the scheme. Raise ValueError naming the option at fault. By default the
+        options of a scheme no side uses are refused."""
+        if used:
+            return
+        for key in cls.option_names:
+            if getattr(opt, key, None) is not None:
+                raise ValueError(
+                    f"{key} is set but neither src_position_encoding nor tgt_position_encoding is '{cls.name}'"
+                )
+
+    @classmethod
+    def from_options(cls, dim, opt):
+        """The module for one side of `dim` features (None: no position module)."""
+        return cls(dim, opt.position_encoding_type)
+
+    def embed_at(self, emb, positions):
+        """For a scheme built on OpenNMT-py's sinusoid table (`self.pe`, `self.dim`): its
+        APE sum, emb * sqrt(d) + PE(p), at the integer positions `positions`
+        (batch x length) instead of 0..n-1."""
+        return emb * math.sqrt(self.dim) + self.pe[positions, 0]
+
+    def embed_at_real(self, emb, positions):
+        """The APE sum at real-valued positions (batch x length, or length for every
+        sequence), the sinusoids computed (`sinusoids`) rather than read off the
+        table: off the integer grid, or past its rows. For a scheme that keeps
+        `self.frequencies` (`sinusoid_frequencies`) and `self.enc_type`."""
+        pe = sinusoids(positions, self.frequencies.to(emb.device), self.enc_type)
+        return emb * math.sqrt(self.dim) + pe.to(self.pe.dtype)
+
+
+def install_position_encoding(embeddings, choice, opt):
+    """Put the position module of scheme `choice` at `embeddings.make_embedding.pe`."""
+    module = POSITION_ENCODINGS[choice].from_options(embeddings.embedding_size, opt)
+    if module is None:
+        return
+    # Embeddings.forward passes `step` to its last module only when this flag is set.
+    embeddings.position_encoding = True
+    embeddings.make_embedding.add_module("pe", module)
+
+
+import_every_module(__name__, __path__)

@@ -1,0 +1,28 @@
+"""Registries of position methods by name, as OpenNMT-py registers its transforms:
+`onmt_posenc.model.positions` (absolute schemes) and `onmt_posenc.model.attention`
+(self-attention variants) each keep one, filled by their files' decorators."""
+import importlib
+import pkgutil
+
+
+def registering(table, kind):
+    """The decorator factory of a registry: `@register("name")` puts the class in
+    `table` under `name` (and sets its `name`)."""
+
+    def register(name):
+        def decorate(cls):
+            if name in table:
+                raise ValueError(f"{kind} {name!r} is registered twice")
+            cls.name = name
+            table[name] = cls
+            return cls
+
+        return decorate
+
+    return register
+
+
+def import_every_module(package, path):
+    """Import every module of a package folder, so that each registers itself."""
+    for module in pkgutil.iter_modules(path):
+        importlib.import_module(f"{package}.{module.name}")

@@ -1,8 +1,0 @@
-"""OpenNMT-py data transforms of the extension.
-
-Importing this package registers them with OpenNMT-py's transform registry
-(`@register_transform`); `onmt_posenc.plugin.activate()` does so before any
-option parser is built, so `transforms: [...]` in YAML finds them.
-"""
-from onmt_posenc.transforms import concat_pairs  # noqa: F401  (INTERPOLATE)
-from onmt_posenc.transforms import phrase_boundaries  # noqa: F401  (perSPE: tgt_phrases)
