@@ -11,7 +11,7 @@ import re
 import pytest
 from conftest import REPO, TOY_ENDE, command, head, run, write_yaml
 
-from onmt_posenc.experiments import spec as experiments
+from onmt_posenc import experiments
 from onmt_posenc.experiments.store import corpus_files, data_dir, run_config, run_dir, run_fields, write_json
 
 

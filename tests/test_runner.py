@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import MULTI30K, REPO, TEST_DATA, TOY_ENDE, command, head, run, write_yaml
 
-from onmt_posenc.experiments import spec as experiments
+from onmt_posenc import experiments
 from onmt_posenc.experiments import runner
 from onmt_posenc.core.joining import join_lines
 from onmt_posenc.core.text import read_lines, write_lines

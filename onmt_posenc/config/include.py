@@ -9,10 +9,13 @@ merged mapping then goes through configargparse's own YAML handling, so every
 other key behaves exactly as in stock OpenNMT-py.
 """
 import io
+import re
 from pathlib import Path
 
 import configargparse
 import yaml
+
+from onmt_posenc.core.text import scan_text
 
 INCLUDE_KEY = "include"
 
@@ -44,8 +47,6 @@ def read_yaml(path):
         with open(path, encoding="utf-8") as f:
             return yaml.safe_load(f)
     except UnicodeDecodeError:
-        from onmt_posenc.hooks.preflight import scan_text  # not at the top: preflight imports this module
-
         _, line, reason = scan_text(path)
         raise configargparse.ConfigFileParserException(f"{path}:{line}: not UTF-8 text ({reason})") from None
     except yaml.YAMLError as error:
@@ -91,8 +92,6 @@ class IncludingYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
         merged = merged_mapping(path)
         empty = [key for key, value in merged.items() if value is None]
         if empty:
-            from onmt_posenc.config.strict import where_set
-
             # configargparse drops a key without a value: the option's default would
             # be used without a word (`train_steps:` trains for 100,000 updates)
             raise configargparse.ConfigFileParserException(
@@ -100,3 +99,21 @@ class IncludingYAMLConfigFileParser(configargparse.YAMLConfigFileParser):
                 "the line to use the default"
             )
         return super().parse(io.StringIO(yaml.safe_dump(merged, sort_keys=False)))
+
+
+def on_command_line(key, argv):
+    """Whether `argv` (the command's arguments) sets `-key`/`--key`."""
+    return any(re.fullmatch(rf"--?{re.escape(key)}(=.*)?", token) for token in argv or ())
+
+
+def where_set(key, config_path, argv=None):
+    """'file:line' of a top-level YAML key (the including file wins), or 'the command line'
+    (also where `argv` sets it: the command line overrides the config)."""
+    if config_path and not on_command_line(key, argv):
+        pattern = re.compile(rf"^{re.escape(key)}\s*:")
+        for path in reversed(config_chain(config_path)):
+            with open(path, encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    if pattern.match(line):
+                        return f"{path}:{number}"
+    return "the command line"

@@ -12,7 +12,7 @@ import functools
 import re
 
 from onmt_posenc.core.errors import UserError
-from onmt_posenc.config.include import config_chain
+from onmt_posenc.config.include import where_set
 
 
 class UnknownOptionError(UserError, ValueError):
@@ -47,24 +47,6 @@ def unknown_keys(extra_args):
         if key and key not in known_option_names():
             keys.append(key)
     return keys
-
-
-def on_command_line(key, argv):
-    """Whether `argv` (the command's arguments) sets `-key`/`--key`."""
-    return any(re.fullmatch(rf"--?{re.escape(key)}(=.*)?", token) for token in argv or ())
-
-
-def where_set(key, config_path, argv=None):
-    """'file:line' of a top-level YAML key (the including file wins), or 'the command line'
-    (also where `argv` sets it: the command line overrides the config)."""
-    if config_path and not on_command_line(key, argv):
-        pattern = re.compile(rf"^{re.escape(key)}\s*:")
-        for path in reversed(config_chain(config_path)):
-            with open(path, encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
-                    if pattern.match(line):
-                        return f"{path}:{number}"
-    return "the command line"
 
 
 def check_no_unknown_keys(extra_args, config_path=None):

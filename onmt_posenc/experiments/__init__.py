@@ -1,1 +1,13 @@
-"""Experiment files, their runs on disk, the runner, the launcher, the report and the claims."""
+"""Experiment files and what is made of them: the grid of OpenNMT-py runs that compare
+position methods (spec: what a file holds; loading: reading and checking it; checks:
+every run's options through OpenNMT-py's parsers), the runs on disk (store), running
+them (runner, launcher, run_command), and the report (report, claims, curves).
+
+The experiment file's API, for the commands and the analyses of a batch:"""
+from onmt_posenc.experiments.checks import check_options
+from onmt_posenc.experiments.loading import add_arguments, folder_data, from_arguments, load
+from onmt_posenc.experiments.spec import (ANALYSES, FOLDER_FILES, ExperimentError, needs_target_phrases, parse_shard,
+                                          shard, uses_shape, warm_start_source)
+
+__all__ = ["ANALYSES", "FOLDER_FILES", "ExperimentError", "add_arguments", "check_options", "folder_data",
+           "from_arguments", "load", "needs_target_phrases", "parse_shard", "shard", "uses_shape", "warm_start_source"]

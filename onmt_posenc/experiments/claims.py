@@ -28,7 +28,7 @@ import statistics
 
 from onmt_posenc.analysis import length_buckets
 from onmt_posenc.analysis.swapped import results_by_set
-from onmt_posenc.model.options import attention_scheme
+from onmt_posenc.model.attention import attention_scheme
 from onmt_posenc.experiments.store import read_analysis
 
 # How close "about the same" is with one seed: BLEU points; with several seeds it is

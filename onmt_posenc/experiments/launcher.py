@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from onmt_posenc.experiments import runner
-from onmt_posenc.experiments import spec as experiments
+from onmt_posenc import experiments
 
 # How often the launcher looks at its jobs, in seconds
 POLL_SECONDS = 5

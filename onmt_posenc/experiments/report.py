@@ -26,7 +26,7 @@ from pathlib import Path
 
 from onmt_posenc.experiments import claims
 from onmt_posenc.experiments import curves
-from onmt_posenc.experiments import spec as experiments
+from onmt_posenc import experiments
 from onmt_posenc.analysis import length_buckets, plots, position_ablation, shift_invariance, token_nll
 from onmt_posenc.analysis.swapped import WRONG_SEPARATORS_AT_MOST, results_by_set
 from onmt_posenc.experiments.store import (FAILURE, RESULT, corpus_files, data_dir, evaluated_otherwise, is_stale, read_analysis,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from onmt_posenc.analysis import not_a_folder
 from onmt_posenc.experiments import launcher, report
-from onmt_posenc.experiments import spec as experiments
+from onmt_posenc import experiments
 from onmt_posenc.experiments.runner import Progress, check_data_files, run_all, write_shard_record
 
 

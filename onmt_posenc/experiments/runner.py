@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from onmt_posenc.experiments import spec as experiments
+from onmt_posenc import experiments
 from onmt_posenc.experiments import curves
 from onmt_posenc.hooks import stock
 from onmt_posenc.model.checkpoints import is_complete

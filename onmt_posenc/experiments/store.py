@@ -105,7 +105,7 @@ def shape_problem(value, shape, where=""):
         return None if value is None and shape.null else shape_problem(value, shape.shape, where)
     container = dict if isinstance(shape, (dict, Each)) else list if isinstance(shape, list) else shape
     if not isinstance(value, container):
-        return f"{where + ': ' if where else ''}must be {_NAMES[container]}, got {_shown(value)}"
+        return f"{where + ': ' if where else ''}must be {_NAMES[container]}, got {shown(value)}"
     if isinstance(shape, dict):
         missing = [key for key, inner in shape.items() if key not in value and not isinstance(inner, Maybe)]
         if missing:
@@ -124,7 +124,7 @@ def _inside(where, key):
     return f"{where}.{key}" if where else f"{key}"
 
 
-def _shown(value):
+def shown(value):
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:36] + " ..."
 
@@ -137,7 +137,7 @@ def record_problem(record):
     if problem is not None:
         return problem
     if record["status"] not in ("finished", "failed"):
-        return f"status: must be finished or failed, got {_shown(record['status'])}"
+        return f"status: must be finished or failed, got {shown(record['status'])}"
     unscored = set(record.get("joined") or {}) - set(record.get("bleu") or {})
     if unscored:
         return f"joined: names {sorted(unscored)}, which bleu does not"

@@ -251,7 +251,7 @@ def _reject_unknown_config_keys():
         named = re.match(r"argument -+(\w+)", message)
         where = ""
         if named:
-            where = f" (set in {strict_config.where_set(named.group(1), _config_path(argv), argv)})"
+            where = f" (set in {config_include.where_set(named.group(1), _config_path(argv), argv)})"
         self.exit(2, f"{self.prog}: error: {message}{where}\n")
 
     ArgumentParser.error = error

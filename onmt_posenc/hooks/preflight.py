@@ -18,7 +18,7 @@ import yaml
 
 from onmt_posenc.core.errors import UserError
 from onmt_posenc.model import checkpoints
-from onmt_posenc.config import strict as strict_config
+from onmt_posenc.config import include as config_include
 from onmt_posenc.core.text import scan_text
 
 # The corpus keys that name a file OpenNMT-py (or our tgt_phrases transform) reads.
@@ -185,8 +185,8 @@ def where(message, opt, argv=None):
     for word in re.findall(r"[a-z]\w*", message):
         if not hasattr(opt, word):
             continue
-        place = strict_config.where_set(word, getattr(opt, "config", None), argv)
-        if place != "the command line" or strict_config.on_command_line(word, argv):
+        place = config_include.where_set(word, getattr(opt, "config", None), argv)
+        if place != "the command line" or config_include.on_command_line(word, argv):
             return f" (set in {place})"
     return ""
 

@@ -7,36 +7,14 @@ exactly the position scheme a model was trained with.
 from onmt_posenc.core.errors import UserError
 
 RELATIVE_VALUES_CHOICES = ("shared", "separate", "none")
-SIDES = {"encoder": "src", "decoder": "tgt"}
 
 
 class ModelOptionsError(UserError, ValueError):
     """A model's options (from a checkpoint, at load) that the extension refuses."""
 
 
-def attention_scheme(relative_positions_buckets, max_relative_positions, relative_attention):
-    """The self-attention variant a model's options choose (a name in onmt_posenc.model.attention):
-    T5 buckets first (as in OpenNMT-py), then max_relative_positions -1 / -2, else our
-    relative_attention option (Shaw's for max_relative_positions > 0 unless set; the
-    decaying mask needs no distance), else none."""
-    if (relative_positions_buckets or 0) > 0:
-        return "t5"
-    stock = {-1: "rotary", -2: "alibi"}.get(max_relative_positions or 0)
-    if stock is not None:
-        return stock
-    if relative_attention is not None:
-        return relative_attention
-    return "shaw" if (max_relative_positions or 0) > 0 else "absolute"
-
-
-def attention_sides(opt):
-    """The sides ('src', 'tgt') whose self-attention the attention scheme applies to."""
-    side = getattr(opt, "relative_positions_side", None)
-    return tuple(SIDES.values()) if side in (None, "both") else (SIDES[side],)
-
-
 def add_model_options(parser):
-    from onmt_posenc.model.attention import relative_attention_choices
+    from onmt_posenc.model.attention import SIDES, relative_attention_choices
     from onmt_posenc.model.positions import POSITION_ENCODINGS
 
     group = parser.add_argument_group("Position representations (onmt-posenc)")
@@ -89,13 +67,14 @@ def add_model_options(parser):
     )
 
 
-
 def resolve_attention_options(opt):
     """Check the relative attention options and fill in their defaults.
 
     Raises ValueError naming the option at fault; also for two mistakes OpenNMT-py
     meets only with a bare assert when it builds the model, or a garbled message.
     """
+    from onmt_posenc.model.attention import attention_scheme
+
     if getattr(opt, "position_encoding", False) and opt.max_relative_positions != 0:
         raise ValueError(
             f"position_encoding is true with max_relative_positions {opt.max_relative_positions}: OpenNMT-py's "
@@ -156,6 +135,8 @@ def resolve_attention_options(opt):
 
 def _check_decaying_mask(opt):
     """The decaying mask stands in for positions: no distance, no absolute encoding on its sides."""
+    from onmt_posenc.model.attention import attention_sides
+
     if opt.max_relative_positions != 0:
         raise ValueError(f"relative_attention decay takes no distance: max_relative_positions must be 0, got "
                          f"{opt.max_relative_positions}")

@@ -33,8 +33,32 @@ from onmt.encoders.transformer import TransformerEncoderLayer
 from onmt.modules.multi_headed_attn import MultiHeadedAttention
 from onmt.utils.logging import logger
 
-from onmt_posenc.model.options import attention_scheme, attention_sides
 from onmt_posenc.model.registry import import_every_module, registering
+
+# relative_positions_side: the side each of its values puts positions in
+SIDES = {"encoder": "src", "decoder": "tgt"}
+
+
+def attention_scheme(relative_positions_buckets, max_relative_positions, relative_attention):
+    """The self-attention variant a model's options choose (a name in onmt_posenc.model.attention):
+    T5 buckets first (as in OpenNMT-py), then max_relative_positions -1 / -2, else our
+    relative_attention option (Shaw's for max_relative_positions > 0 unless set; the
+    decaying mask needs no distance), else none."""
+    if (relative_positions_buckets or 0) > 0:
+        return "t5"
+    stock = {-1: "rotary", -2: "alibi"}.get(max_relative_positions or 0)
+    if stock is not None:
+        return stock
+    if relative_attention is not None:
+        return relative_attention
+    return "shaw" if (max_relative_positions or 0) > 0 else "absolute"
+
+
+def attention_sides(opt):
+    """The sides ('src', 'tgt') whose self-attention the attention scheme applies to."""
+    side = getattr(opt, "relative_positions_side", None)
+    return tuple(SIDES.values()) if side in (None, "both") else (SIDES[side],)
+
 
 ATTENTIONS = {}
 # Chosen by OpenNMT-py's own options (see `scheme_of`); the rest by relative_attention.
