@@ -41,13 +41,13 @@ def mode():
 
 
 def _activate_plugin():
-    from onmt_posenc.hooks import plugin
+    from onmt_posenc.hooks import commands, plugin
 
     if _value() not in (*MODES, "", "1", "true", "yes", "0", "false", "no"):
         print(f"onmt-posenc: ONMT_POSENC={os.environ[ENV_SWITCH]} is none of {', '.join(MODES)}: the extension "
               "stays on", file=sys.stderr)
     if mode() == "stock":
-        plugin.load_checkpoints_safely()
+        commands.load_checkpoints_safely()
     else:
         plugin.activate()
 
@@ -55,10 +55,10 @@ def _activate_plugin():
 def _prepare_converter():
     import onmt  # noqa: F401  (its import activates the plugin: safe checkpoint loading)
 
-    from onmt_posenc.model import export
+    from onmt_posenc.hooks import ctranslate2
 
     if mode() == "on":  # stock: the converter as CTranslate2 ships it
-        export.install()
+        ctranslate2.install()
 
 
 # Module -> what to do once it has been imported. CTranslate2's OpenNMT-py

@@ -451,7 +451,7 @@ def test_flash_attention_tripwire_stops_a_decoder_that_reads_it(workdir, checkpo
 
     def with_tripwire(*args, **kwargs):
         spec = build_spec(*args, **kwargs)
-        export._flash_attention_tripwire(spec.decoder, 64)
+        export.flash_attention_tripwire(spec.decoder, 64)
         return spec
 
     monkeypatch.setattr(opennmt_py, "_get_model_spec_seq2seq", with_tripwire)

@@ -103,7 +103,7 @@ LOADING_OPTIONS = ("update_vocab", "freeze_encoder", "freeze_decoder")
 
 def _model_option_defaults():
     """{option: default} of onmt_train's `model_opts` (ours included, see
-    plugin._add_options), without LOADING_OPTIONS."""
+    hooks.parser.add_options), without LOADING_OPTIONS."""
     from onmt import opts
     from onmt.utils.parse import ArgumentParser
 

@@ -5,7 +5,7 @@ or of unequal line counts).
 
 OpenNMT-py checks the corpus files inside each training process, so a recipe for 8
 GPUs run where the data or the GPUs are missing spawns 8 workers that fail one by
-one in tracebacks. plugin.py runs these checks in the parent, before any worker.
+one in tracebacks. hooks/commands.py runs these checks in the parent, before any worker.
 """
 import copy
 import multiprocessing

@@ -26,12 +26,12 @@ transforms listed before concat_pairs for that corpus, as the trigger did; if
 one of them drops a member, the group is dropped. The trigger's place in the
 group rotates with the group number, so each reader gets its share of groups
 whatever the striping. This needs each example's file line: the plugin installs
-a file-line numbering (plugin._support_concat_pairs), because OpenNMT-py 3.5.1 numbers examples by a
+a file-line numbering (hooks.data_pipeline.support_concat_pairs), because OpenNMT-py 3.5.1 numbers examples by a
 formula that holds for a single reader only.
 
 `<sep>` is a vocabulary special (get_specials). Tokenization transforms listed
 before concat_pairs never see it; those listed after it tokenize around it
-(plugin._support_concat_pairs), so it is never split.
+(hooks.data_pipeline.support_concat_pairs), so it is never split.
 """
 import bisect
 import functools
@@ -53,7 +53,7 @@ class ConcatPairsError(UserError, ValueError):
 
 def opennmt_tokens(line):
     """A corpus line as OpenNMT-py's reader splits it: on any whitespace with the
-    extension active (`onmt_posenc.hooks.plugin._split_tokens_on_any_whitespace`), and
+    extension active (`onmt_posenc.hooks.data_pipeline.split_tokens_on_any_whitespace`), and
     a line without tokens as one empty token, as OpenNMT-py reads an empty line."""
     return line.split() or [""]
 

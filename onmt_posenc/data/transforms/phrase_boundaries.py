@@ -164,7 +164,7 @@ def attach_phrase_groups(tensor_batch, minibatch, left_pad=False):
     perturbed), 1 + phrase index for each token, one more group for the end
     token. Riding in the target tensor, they go wherever the target goes
     (device, `tgt[:, :-1]` for the decoder input) and the decoder's Embeddings
-    hand them to the perSPE module (`onmt_posenc.hooks.plugin`).
+    hand them to the perSPE module (`onmt_posenc.hooks.data_pipeline.carry_target_phrases`).
     """
     carried = [EXAMPLE_KEY in example for example, _ in minibatch]
     if not any(carried):

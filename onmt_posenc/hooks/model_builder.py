@@ -1,0 +1,66 @@
+"""Hooks into OpenNMT-py's model builder (onmt.model_builder): each side's position module
+and the self-attention variant put in place, before parameters are initialized or loaded."""
+import functools
+
+from onmt_posenc.model import options
+
+
+def build_position_encodings():
+    """Replace the `pe` module that `build_embeddings` made with the chosen scheme."""
+    from onmt import model_builder
+
+    from onmt_posenc.model import positions
+
+    stock_build_embeddings = model_builder.build_embeddings
+
+    @functools.wraps(stock_build_embeddings)
+    def build_embeddings(opt, vocabs, for_encoder=True):
+        embeddings = stock_build_embeddings(opt, vocabs, for_encoder=for_encoder)
+        side = "src" if for_encoder else "tgt"
+        choice = getattr(opt, f"{side}_position_encoding", None)
+        if choice is None:  # a caller that skipped validation: resolve now
+            choice = getattr(options.resolve_position_options(opt), f"{side}_position_encoding")
+        positions.install_position_encoding(embeddings, choice, opt)
+        return embeddings
+
+    model_builder.build_embeddings = build_embeddings
+
+
+def build_attention():
+    """Swap every Transformer layer's self-attention for ours (onmt_posenc.model.attention:
+    fused attention for absolute and OpenNMT-py's own schemes, fast Shaw, Music) right after `build_task_specific_model`,
+    which `build_base_model` calls for training and for translation: before
+    parameters are initialized or loaded, with OpenNMT-py's parameter names."""
+    from onmt import model_builder
+
+    from onmt_posenc.model import attention
+
+    stock_build_task_specific_model = model_builder.build_task_specific_model
+
+    @functools.wraps(stock_build_task_specific_model)
+    def build_task_specific_model(model_opt, vocabs):
+        model = stock_build_task_specific_model(model_opt, vocabs)
+        attention.install(model, options.resolve_attention_options(model_opt))
+        return model
+
+    model_builder.build_task_specific_model = build_task_specific_model
+
+
+def initialize_attention():
+    """`build_model` initializes the parameters of a new model (no checkpoint);
+    our variants' own tables (Music's) then get their own initialization. onmt_train reaches
+    the wrapper because `onmt.train_single` imports `build_model` after `import onmt`."""
+    from onmt import model_builder
+
+    from onmt_posenc.model import attention
+
+    stock_build_model = model_builder.build_model
+
+    @functools.wraps(stock_build_model)
+    def build_model(model_opt, opt, vocabs, checkpoint, device_id):
+        model = stock_build_model(model_opt, opt, vocabs, checkpoint, device_id)
+        if checkpoint is None:  # otherwise the tables were loaded from it
+            attention.initialize(model)
+        return model
+
+    model_builder.build_model = build_model
