@@ -332,12 +332,14 @@ def test_a_finished_run_is_evaluated_again_when_the_evaluation_changes(demo, tmp
     train_log = (finished / "logs" / "train.log").read_text()
     beam = ["--set", "evaluation.translate.beam_size=2"]
     run([command("onmt-posenc"), "report", *args, *beam], cwd=REPO)
-    assert re.search(r"\| synthetic/ape/seed1 \| stale \|.* evaluated with other evaluation settings than",
-                     (output / "report.md").read_text())
+    # the report and the runner say it in the same words (state.run_state)
+    why = (f"{finished} holds a run evaluated with other evaluation settings (sets, translate, average_last or "
+           f"analyses) than {DEMO} makes now; `onmt-posenc run` evaluates it again from its last checkpoint, "
+           "without training")
+    assert f"| synthetic/ape/seed1 | stale | – | – | stale: {why} |" in (output / "report.md").read_text()
 
     again = run([command("onmt-posenc"), "run", *args, *beam], cwd=REPO, timeout=LONG)
-    assert ("[1/1 synthetic/ape/seed1] evaluated with other evaluation settings than the file's now: evaluated "
-            "again, no training") in again.stderr
+    assert f"[1/1 synthetic/ape/seed1] {why}" in again.stderr
     assert "train step" not in again.stderr and (finished / "logs" / "train.log").read_text() == train_log
     result = json.loads((finished / "result.json").read_text())
     assert result["status"] == "finished" and result["evaluation"]["translate"]["beam_size"] == 2
@@ -347,8 +349,7 @@ def test_a_finished_run_is_evaluated_again_when_the_evaluation_changes(demo, tmp
     for checkpoint in finished.glob("model_step_*.pt"):
         checkpoint.unlink()
     failed = run([command("onmt-posenc"), "run", *args], cwd=REPO, expect_ok=False)
-    assert (f"FAILED synthetic/ape/seed1: {finished} holds a run evaluated with other evaluation settings "
-            "(sets, translate, average_last or analyses) and not its last checkpoint") in failed.stderr
+    assert f"FAILED synthetic/ape/seed1: {why}; but its last checkpoint is gone" in failed.stderr
     assert (finished / "result.json").is_file()
 
 

@@ -29,44 +29,34 @@ from onmt_posenc.experiments import curves
 from onmt_posenc import experiments
 from onmt_posenc.analysis import length_buckets, plots, position_ablation, shift_invariance, token_nll
 from onmt_posenc.analysis.swapped import WRONG_SEPARATORS_AT_MOST, results_by_set
-from onmt_posenc.experiments.store import (FAILURE, RESULT, corpus_files, data_dir, evaluated_otherwise, is_stale, read_analysis,
-                              read_stored, run_config, run_dir, run_fields, warm_source_changed, write_json,
-                              write_text_atomically)
+from onmt_posenc.experiments.state import STALE, run_state
+from onmt_posenc.experiments.store import (corpus_files, data_dir, read_analysis, read_stored, run_config, run_dir,
+                                           run_fields, write_json, write_text_atomically)
 
 
 def collect(experiment):
     """One record per run of the grid: its result, its failure, or status 'missing';
-    a result whose settings are not what the experiment file makes now is 'stale'
-    (and, like a failure, left out of every table but the Runs table)."""
+    a result that is not what the experiment file makes now is 'stale' (state.STALE;
+    like a failure, left out of every table but the Runs table), with the reason the
+    runner gives too."""
     records = []
     for run in experiment.runs:
         directory = run_dir(experiment, run)
-        record, unreadable = None, None
-        for name in (RESULT, FAILURE):
-            if (directory / name).is_file():
-                record, unreadable = read_stored(directory / name)
-                break
-        if unreadable:
-            record = {"status": "failed", "error": f"{unreadable}; `onmt-posenc run` does this run again"}
-        elif record is None:
+        setting = experiment.data[run.data]
+        config = run_config(experiment, run, corpus_files(setting, data_dir(experiment, run.data)))
+        state = run_state(directory, config, experiment, setting)
+        if state.kind == "missing":
             record = {"status": "missing"}
-        elif record["status"] == "finished":
-            setting = experiment.data[run.data]
-            config = run_config(experiment, run, corpus_files(setting, data_dir(experiment, run.data)))
+        elif state.kind == "unreadable":
+            record = {"status": "failed", "error": state.why}
+        else:
+            record = state.record
+            if state.kind in STALE:
+                record.update(status="stale", error=f"stale: {state.why}")
             if record.get("curve"):  # the rule of today's code, also for results stored under an older one
                 record["convergence"] = curves.convergence(record["curve"]["valid"])
-            if is_stale(record, config):
-                record.update(status="stale", error=f"stale: {directory} holds this run with settings other than "
-                                                    f"{experiment.path} makes now; remove that folder and run again")
-            elif warm_source_changed(directory, config):
-                record.update(status="stale", error=f"stale: {directory} holds this run started from "
-                                                    f"{config['train_from']} before that model changed; remove that "
-                                                    "folder and run again")
-            elif evaluated_otherwise(record, experiment, setting):
-                record.update(status="stale", error=f"stale: {directory} holds this run evaluated with other "
-                                                    f"evaluation settings than {experiment.path} makes now; "
-                                                    "`onmt-posenc run` evaluates it again (no training)")
-            _drop_unreadable_analyses(record, directory)
+            if record["status"] != "failed":
+                _drop_unreadable_analyses(record, directory)
         record.update(run_fields(run))
         record["dir"] = str(directory)
         records.append(record)

@@ -33,11 +33,11 @@ from onmt_posenc.experiments import curves
 from onmt_posenc.hooks import stock
 from onmt_posenc.model.checkpoints import is_complete
 from onmt_posenc.core.scoring import corpus_bleu, is_joined, split_scores
-from onmt_posenc.experiments.store import (AVERAGED, FAILURE, RESULT, WARM_START, corpus_files, data_dir, file_digest, is_stale,
-                              evaluated_otherwise, evaluation_of, longest_training_source, prepare_data, prepare_phrases,
-                              read_stored,
-                              run_config, run_dir, run_fields, settings_of, warm_source_changed, write_json,
-                              write_text_atomically)
+from onmt_posenc.experiments.state import goes_on, run_state
+from onmt_posenc.experiments.store import (AVERAGED, FAILURE, RESULT, WARM_START, corpus_files, data_dir,
+                                           evaluation_of, file_digest, longest_training_source, prepare_data,
+                                           prepare_phrases, read_stored, run_config, run_dir, run_fields,
+                                           warm_source_changed, write_json, write_text_atomically)
 from onmt_posenc.core.text import read_lines, scan_text
 
 # The seconds onmt_build_vocab took, in the run's folder
@@ -311,10 +311,11 @@ class RunExecutor:
         """Check that the run this one starts from has finished with the file's settings."""
         experiment, where = self.experiment, f"data.{self.run.data}.warm_start"
         source = experiment.warm_start_source(self.run)
-        result = run_dir(experiment, source) / RESULT
-        stored = read_stored(result)[0] if result.is_file() else None
-        files = corpus_files(experiment.data[source.data], data_dir(experiment, source.data))
-        if stored is None or stored["status"] != "finished" or is_stale(stored, run_config(experiment, source, files)):
+        setting = experiment.data[source.data]
+        config = run_config(experiment, source, corpus_files(setting, data_dir(experiment, source.data)))
+        # its model as trained with the file's settings (evaluated otherwise: the same model)
+        if run_state(run_dir(experiment, source), config, experiment, setting).kind not in ("finished",
+                                                                                           "evaluated_otherwise"):
             raise RuntimeError(f"{where}: this run starts from the model of {source.id}, which has not finished with "
                                f"the file's settings yet: run it first (it comes earlier in the grid; with --shard, "
                                "run this shard again once it has)")
@@ -418,16 +419,6 @@ class RunExecutor:
         return results
 
 
-def goes_on(stored, config):
-    """Can a run made with the config `stored` go on to `config`? The same settings, or
-    the same but for more updates (train_steps raised: training continues from the
-    newest checkpoint, as if it had been asked for that many from the start, apart from
-    the restarted data iterator)."""
-    old, new = settings_of(stored), settings_of(yaml.safe_load(yaml.safe_dump(config)))
-    steps = curves.DEFAULT_TRAIN_STEPS
-    return old.pop("train_steps", steps) <= new.pop("train_steps", steps) and old == new
-
-
 def resume_point(directory, config, say):
     """Where an unfinished run goes on from: its newest complete checkpoint, if the run
     was made with this config (or one with fewer updates); None (start clean) otherwise."""
@@ -446,37 +437,22 @@ def resume_point(directory, config, say):
 
 def execute_run(experiment, run, files, progress):
     """Run one grid point unless finished, going on from where an interrupted attempt
-    stopped; returns its record (finished or failed)."""
+    stopped; returns its record (finished or failed). What is stored decides (state.run_state)."""
     directory = run_dir(experiment, run)
     config = run_config(experiment, run, files)
-    result, unreadable = read_stored(directory / RESULT) if (directory / RESULT).is_file() else (None, None)
-    if unreadable:
-        progress.say(f"{unreadable}; the run is done again from its newest checkpoint")
-        (directory / RESULT).unlink()
-    if result is not None and warm_source_changed(directory, config):
-        return {"id": run.id, "status": "failed", "error": f"{directory} holds a finished run that started from "
-                f"{config['train_from']} before that model changed; remove that folder to run it again from "
-                "the new model", "log": str(directory / WARM_START)}
-    if result is not None and is_stale(result, config) and goes_on(result.get("config") or {}, config):
-        progress.say(f"finished at {result['config'].get('train_steps')} updates; training goes on to "
-                     f"{config.get('train_steps')}")
-        (directory / RESULT).unlink()
-        result = None
-    if result is not None:
-        if is_stale(result, config):
-            return {"id": run.id, "status": "failed",
-                    "error": f"{directory} holds a finished run with another config; remove that "
-                             "folder to run it again with the new settings", "log": str(directory / RESULT)}
-        if not evaluated_otherwise(result, experiment, experiment.data[run.data]):
-            progress.say("finished before; skipped")
-            return result
+    state = run_state(directory, config, experiment, experiment.data[run.data])
+    if state.kind == "finished":
+        progress.say("finished before; skipped")
+        return state.record
+    if state.kind in ("warm_source_changed", "other_settings"):
+        return {"id": run.id, "status": "failed", "error": state.why, "log": str(directory / RESULT)}
+    if state.kind == "evaluated_otherwise":
         saved = saved_checkpoints(directory)
         if not saved or checkpoint_step(saved[-1]) < config.get("train_steps", curves.DEFAULT_TRAIN_STEPS):
-            return {"id": run.id, "status": "failed",
-                    "error": f"{directory} holds a run evaluated with other evaluation settings (sets, translate, "
-                             "average_last or analyses) and not its last checkpoint to evaluate it again; remove "
-                             "that folder to run it again", "log": str(directory / RESULT)}
-        progress.say("evaluated with other evaluation settings than the file's now: evaluated again, no training")
+            return {"id": run.id, "status": "failed", "log": str(directory / RESULT),
+                    "error": f"{state.why}; but its last checkpoint is gone: remove that folder to run it again"}
+    if state.kind in ("unreadable", "more_updates", "evaluated_otherwise"):
+        progress.say(state.why)
         (directory / RESULT).unlink()
     resume_from = resume_point(directory, config, progress.say) if directory.exists() else None
     if resume_from is None and directory.exists():  # nothing to go on from: start clean
