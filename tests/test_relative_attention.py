@@ -516,7 +516,7 @@ def test_option_defaults():
 @pytest.mark.parametrize(
     "values, message",
     [
-        (dict(relative_attention="music"), "relative_attention is set but max_relative_positions"),
+        (dict(relative_attention="music"), "relative_attention music needs max_relative_positions > 0, the distance"),
         (dict(relative_values="separate"), "relative_values is set but max_relative_positions"),
         (dict(max_relative_positions=16, relative_attention="music", relative_values="shared"),
          "relative_values applies to relative_attention shaw only"),
@@ -528,7 +528,7 @@ def test_option_defaults():
          "relative_positions_buckets needs max_relative_positions >= 0, T5's max distance"),
         (dict(max_relative_positions=-3), "max_relative_positions must be >= -2"),
         (dict(relative_positions_side="encoder"), "relative_positions_side encoder is set but no positions"),
-        (dict(relative_attention="decay", max_relative_positions=8), "decay takes no distance"),
+        (dict(relative_attention="decay", max_relative_positions=8), "relative_attention decay takes no distance"),
         (dict(relative_attention="decay", relative_values="none"), "relative_values applies to relative_attention"),
         (dict(relative_attention="decay", relative_positions_side="decoder", tgt_position_encoding="sinusoidal"),
          "decay on the decoder with tgt_position_encoding sinusoidal: the decaying mask stands in for positions"),
@@ -687,7 +687,7 @@ def test_benchmark_runs_and_prints_ratio_tables(tmp_path):
         return [tuple(map(float, re.fullmatch(r"([0-9.]+) \(x([0-9.]+)\)", cell).groups())) for cell in row.split(" | ")]
 
     # A speed ratio is APE's time over the row's, both printed rounded (0.05 ms, 0.005).
-    for (ape_ms, _), (ms, ratio) in zip(first_row("APE / SHAPE / none"), first_row("our Shaw"), strict=True):
+    for (ape_ms, _), (ms, ratio) in zip(first_row("APE / SHAPE / none"), first_row("our shaw"), strict=True):
         assert abs(ratio * ms - ape_ms) <= 0.05 * (1 + ratio) + 0.005 * ms
 
 

@@ -47,7 +47,7 @@ from onmt.utils.parse import ArgumentParser
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from onmt_posenc.model.attention import replacement_for
+from onmt_posenc.model.attention import ATTENTIONS, relative_attention_choices, replacement_for
 from onmt_posenc.model.attention.music import MusicRelativeAttention
 from onmt_posenc.model.attention.self_attention import SelfAttention
 from onmt_posenc.model.attention.shaw import ShawRelativeAttention
@@ -133,6 +133,13 @@ def measure(steps, repeats, device):
 
 # --- 1. one self-attention layer ----------------------------------------------------
 
+def registered_variants(far):
+    """The options of each self-attention variant that relative_attention chooses (its
+    registry, onmt_posenc.model.attention): a file added there is benchmarked here."""
+    return {name: {"max_relative_positions": far if ATTENTIONS[name].needs_distance else 0, "relative_attention": name}
+            for name in relative_attention_choices()}
+
+
 def layer_methods(args, longest):
     dim, heads, far, dropout = args.d_model, args.heads, args.far, args.attention_dropout
     common = dict(dropout=dropout, is_decoder=False)
@@ -141,13 +148,19 @@ def layer_methods(args, longest):
         "built-in Shaw": lambda fused: MultiHeadedAttention(
             heads, dim, max_relative_positions=far, attn_type="self", **common
         ),
-        "our Shaw": lambda fused: ShawRelativeAttention(heads, dim, far, **common),
-        "our Shaw, separate tables": lambda fused: ShawRelativeAttention(
+        "our shaw, separate tables": lambda fused: ShawRelativeAttention(
             heads, dim, far, values="separate", **common
         ),
-        f"Music, K={far}": lambda fused: MusicRelativeAttention(heads, dim, far, fused=fused, **common),
-        f"Music, K={longest}": lambda fused: MusicRelativeAttention(heads, dim, longest, fused=fused, **common),
+        f"our music, K={longest}": lambda fused: MusicRelativeAttention(heads, dim, longest, fused=fused, **common),
     }
+    # every registered variant of relative_attention, built as `install` builds it from the stock layer
+    for name, settings in registered_variants(far).items():
+        def ours(fused, settings=settings):
+            stock = MultiHeadedAttention(heads, dim, attn_type="self", max_relative_positions=settings[
+                "max_relative_positions"], **common)
+            return replacement_for(stock, "scaled-dot-flash" if fused else "scaled-dot", settings["relative_attention"])
+
+        methods[f"our {name}"] = ours
     # OpenNMT-py's own schemes, its layer against ours (`replacement_for` builds ours from it).
     for name, scheme in STOCK_SCHEMES.items():
         def stock(fused, scheme=scheme):
@@ -209,8 +222,8 @@ def model_methods(far):
         "APE": (["-position_encoding"], False),
         "SHAPE K=500": (["-position_encoding", "-shape_max_shift", "500"], False),
         "built-in Shaw": (["-max_relative_positions", str(far)], True),
-        "our Shaw": (["-max_relative_positions", str(far)], False),
-        "Music": (["-max_relative_positions", str(far), "-relative_attention", "music"], False),
+        **{f"our {name}": ([f"-{key}={value}" for key, value in settings.items()], False)
+           for name, settings in registered_variants(far).items()},
         **{
             f"{who} {name}": ([f"-{key}={value}" for key, value in scheme.items()], who == "built-in")
             for name, scheme in STOCK_SCHEMES.items()
@@ -302,8 +315,7 @@ def train_methods(far):
         "APE": ({"position_encoding": True}, False),
         "SHAPE K=500": ({"position_encoding": True, "shape_max_shift": 500}, False),
         "built-in Shaw, OpenNMT-py alone": (shaw, True),
-        "our Shaw": (shaw, False),
-        "Music": ({**shaw, "relative_attention": "music"}, False),
+        **{f"our {name}": (settings, False) for name, settings in registered_variants(far).items()},
     }
 
 

@@ -86,9 +86,6 @@ METADATA_KEY = "onmt_posenc"
 # The first CTranslate2 release checked to add each layer's own T5 bias table when
 # a stack's tables differ (4.8.1's source adds the first layer's in every layer).
 T5_PER_LAYER_TABLES = "4.8.5"
-# What the self-attention of an exported model may be (None: absolute positions only;
-# ALiBi in decoder-only models, which the stock converter exports).
-EXPORTED_ATTENTION = (None, "shaw", "rotary", "t5", "alibi")
 # The positions in the attention that CTranslate2's flash attention leaves out.
 DROPPED_BY_FLASH_ATTENTION = ("shaw", "t5")
 FLASH_ATTENTION_NOTE = (
@@ -209,38 +206,20 @@ def _release(version):
 
 
 def check_exportable(model_opt):
-    """Raise NotExportableError for what CTranslate2 cannot run, saying why."""
+    """Raise NotExportableError for what CTranslate2 cannot run, saying why: each
+    self-attention variant says it of itself (`export_refusal`, in its file)."""
     import ctranslate2
 
+    from onmt_posenc.model.attention import ATTENTIONS
+
     method = attention_positions(model_opt)
-    encoder_decoder = model_opt.decoder_type != "transformer_lm"
-    if method == "alibi" and encoder_decoder:
-        raise NotExportableError(
-            "max_relative_positions -2 (ALiBi) in an encoder-decoder model: OpenNMT-py adds "
-            "ALiBi's distance bias in the encoder's self-attention too, and CTranslate2 has "
-            "ALiBi in decoders only"
-        )
-    if method == "music":
-        raise NotExportableError(
-            "relative_attention music: its relative logits use a distance embedding per "
-            "layer and head; CTranslate2's relative position tables (Shaw et al.) are "
-            "shared by all heads of a layer, and its relative attention bias (T5) is "
-            "one scalar per head and distance, independent of the query"
-        )
-    if method == "decay":
-        raise NotExportableError(
-            "relative_attention decay: the decaying mask multiplies the attention weights by a ramp "
-            "over the tokens each query sees, and CTranslate2's attention has no such term"
-        )
+    refusal = ATTENTIONS[method or "absolute"].export_refusal(model_opt)
+    if refusal is not None:
+        raise NotExportableError(refusal)
     if method is not None and getattr(model_opt, "relative_positions_side", None) not in (None, "both"):
         raise NotExportableError(
             f"relative_positions_side {model_opt.relative_positions_side}: CTranslate2's OpenNMT-py converter "
             "builds the self-attention of both stacks alike, positions in the attention or none"
-        )
-    if method not in EXPORTED_ATTENTION:  # a variant added later: its export is not written yet
-        raise NotExportableError(
-            f"relative_attention {method}: the CTranslate2 export knows the positions of "
-            f"{', '.join(sorted(filter(None, EXPORTED_ATTENTION)))} attention only"
         )
     if method == "t5" and _release(ctranslate2.__version__) < _release(T5_PER_LAYER_TABLES):
         raise NotExportableError(

@@ -6,7 +6,6 @@ exactly the position scheme a model was trained with.
 
 from onmt_posenc.core.errors import UserError
 
-RELATIVE_VALUES_CHOICES = ("shared", "separate", "none")
 
 
 class ModelOptionsError(UserError, ValueError):
@@ -14,7 +13,7 @@ class ModelOptionsError(UserError, ValueError):
 
 
 def add_model_options(parser):
-    from onmt_posenc.model.attention import SIDES, relative_attention_choices
+    from onmt_posenc.model.attention import ATTENTIONS, SIDES, relative_attention_choices
     from onmt_posenc.model.positions import POSITION_ENCODINGS
 
     group = parser.add_argument_group("Position representations (onmt-posenc)")
@@ -37,13 +36,9 @@ def add_model_options(parser):
         "-relative_attention",
         choices=relative_attention_choices(),
         default=None,
-        help="Relative self-attention when max_relative_positions > 0 (unset: 'shaw'). "
-        "'shaw': Shaw et al. 2018, key and value terms, distances clipped at "
-        "max_relative_positions. 'music': Huang et al. 2018 (Music Transformer), a "
-        "distance embedding per layer and head, keys only, same clipping (causal in the "
-        "decoder). 'decay' (with max_relative_positions 0): no positions, the attention "
-        "weights multiplied by a ramp from 1 at the query's own token down to 0.1 at the "
-        "farthest token it sees (seed 003's decaying mask).",
+        help="Self-attention with positions of its own: " + "; ".join(
+            f"'{name}': {ATTENTIONS[name].summary}" for name in relative_attention_choices())
+        + ". Unset: 'shaw' when max_relative_positions > 0.",
     )
     group.add(
         "--relative_positions_side",
@@ -55,16 +50,8 @@ def add_model_options(parser):
         "self-attention has none: give that side an absolute encoding with "
         "src_position_encoding / tgt_position_encoding, or none (the perSPE paper's Table 1).",
     )
-    group.add(
-        "--relative_values",
-        "-relative_values",
-        choices=RELATIVE_VALUES_CHOICES,
-        default=None,
-        help="Shaw's relative tables (unset: 'shared'). 'shared': one table for keys and "
-        "values, OpenNMT-py's parameterization (its checkpoints load unchanged). "
-        "'separate': the paper's two tables. 'none': the key term only, no value term "
-        "(the simplified RPE of the perSPE paper's Table 1).",
-    )
+    for variant in ATTENTIONS.values():
+        variant.add_options(group)
 
 
 def resolve_attention_options(opt):
@@ -73,7 +60,7 @@ def resolve_attention_options(opt):
     Raises ValueError naming the option at fault; also for two mistakes OpenNMT-py
     meets only with a bare assert when it builds the model, or a garbled message.
     """
-    from onmt_posenc.model.attention import attention_scheme
+    from onmt_posenc.model.attention import ATTENTIONS, STOCK_SCHEMES, attention_scheme
 
     if getattr(opt, "position_encoding", False) and opt.max_relative_positions != 0:
         raise ValueError(
@@ -111,43 +98,12 @@ def resolve_attention_options(opt):
     if side is not None and scheme == "absolute":
         raise ValueError(f"relative_positions_side {side} is set but no positions are in the attention "
                          "(max_relative_positions 0, no relative_positions_buckets, no relative_attention)")
-    if scheme == "decay":
-        return _check_decaying_mask(opt)
-    if opt.max_relative_positions <= 0:
+    if scheme in STOCK_SCHEMES:  # OpenNMT-py's own options chose it: ours have nothing to say
         for key in ("relative_attention", "relative_values"):
             if getattr(opt, key, None) is not None:
                 raise ValueError(f"{key} is set but max_relative_positions is not > 0")
         return opt
-    if getattr(opt, "relative_attention", None) is None:
-        opt.relative_attention = "shaw"
-    if opt.relative_attention == "shaw" and getattr(opt, "relative_values", None) is None:
-        opt.relative_values = "shared"
-    if opt.relative_attention == "music":
-        if getattr(opt, "relative_values", None) is not None:
-            raise ValueError("relative_values applies to relative_attention shaw only (music has no value term)")
-        if getattr(opt, "full_context_alignment", False):
-            raise ValueError(
-                "relative_attention music cannot be combined with full_context_alignment: the "
-                "decoder's causal form has no embeddings for future positions"
-            )
-    return opt
-
-
-def _check_decaying_mask(opt):
-    """The decaying mask stands in for positions: no distance, no absolute encoding on its sides."""
-    from onmt_posenc.model.attention import attention_sides
-
-    if opt.max_relative_positions != 0:
-        raise ValueError(f"relative_attention decay takes no distance: max_relative_positions must be 0, got "
-                         f"{opt.max_relative_positions}")
-    if getattr(opt, "relative_values", None) is not None:
-        raise ValueError("relative_values applies to relative_attention shaw only (decay has no value term)")
-    for side in attention_sides(opt):
-        encoding = getattr(opt, f"{side}_position_encoding", None)
-        if encoding not in (None, "none"):
-            raise ValueError(f"relative_attention decay on the {'encoder' if side == 'src' else 'decoder'} with "
-                             f"{side}_position_encoding {encoding}: the decaying mask stands in for positions; set "
-                             f"{side}_position_encoding: none (and relative_positions_side for one side only)")
+    ATTENTIONS[scheme].check_options(opt)  # the variant's own options (attention/<its file>.py)
     return opt
 
 

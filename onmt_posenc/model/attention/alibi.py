@@ -14,6 +14,13 @@ class AlibiAttention(SelfAttention):
     An additive bias: fused attention applies, where OpenNMT-py 3.5.1 always takes
     its plain path."""
 
+    @classmethod
+    def export_refusal(cls, model_opt):
+        if model_opt.decoder_type == "transformer_lm":
+            return None  # the stock converter exports decoder-only ALiBi
+        return ("max_relative_positions -2 (ALiBi) in an encoder-decoder model: OpenNMT-py adds ALiBi's distance "
+                "bias in the encoder's self-attention too, and CTranslate2 has ALiBi in decoders only")
+
     def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
         super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)
         slopes = torch.tensor(AlibiPositionalBias._get_slopes(head_count))

@@ -44,6 +44,29 @@ class DecayingMaskAttention(SelfAttention):
     slides' hypothesis says the ramp can carry position (through the output's norm).
     The ramp needs the weights: always the plain path."""
 
+    summary = ("no positions (max_relative_positions 0): the attention weights multiplied by a ramp from 1 at "
+               "the query's own token down to 0.1 at the farthest token it sees (seed 003's decaying mask)")
+    needs_distance = False
+
+    @classmethod
+    def check_options(cls, opt):
+        """The decaying mask stands in for positions: no absolute encoding on its sides."""
+        from onmt_posenc.model.attention import attention_sides
+
+        super().check_options(opt)
+        for side in attention_sides(opt):
+            encoding = getattr(opt, f"{side}_position_encoding", None)
+            if encoding not in (None, "none"):
+                raise ValueError(f"relative_attention decay on the {'encoder' if side == 'src' else 'decoder'} "
+                                 f"with {side}_position_encoding {encoding}: the decaying mask stands in for "
+                                 f"positions; set {side}_position_encoding: none (and relative_positions_side for "
+                                 "one side only)")
+
+    @classmethod
+    def export_refusal(cls, model_opt):
+        return ("relative_attention decay: the decaying mask multiplies the attention weights by a ramp over the "
+                "tokens each query sees, and CTranslate2's attention has no such term")
+
     def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False):
         super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused=False)
 

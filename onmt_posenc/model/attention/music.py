@@ -65,6 +65,24 @@ class MusicRelativeAttention(SelfAttention):
     additive bias, so the fused path applies.
     """
 
+    summary = ("Huang et al. 2018 (Music Transformer), a distance embedding per layer and head, keys only, "
+               "distances clipped at max_relative_positions (causal in the decoder)")
+
+    @classmethod
+    def check_options(cls, opt):
+        super().check_options(opt)
+        if getattr(opt, "full_context_alignment", False):
+            raise ValueError(
+                "relative_attention music cannot be combined with full_context_alignment: the "
+                "decoder's causal form has no embeddings for future positions"
+            )
+
+    @classmethod
+    def export_refusal(cls, model_opt):
+        return ("relative_attention music: its relative logits use a distance embedding per layer and head; "
+                "CTranslate2's relative position tables (Shaw et al.) are shared by all heads of a layer, and "
+                "its relative attention bias (T5) is one scalar per head and distance, independent of the query")
+
     def __init__(self, head_count, model_dim, max_relative_positions, dropout=0.1, is_decoder=True,
                  add_qkvbias=False, fused=True):
         super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)

@@ -20,6 +20,10 @@ class RotaryAttention(SelfAttention):
     path for rotary on CPU and in every encoder.
     """
 
+    @classmethod
+    def export_refusal(cls, model_opt):
+        return None  # CTranslate2's rotary attention (hooks.ctranslate2)
+
     def __init__(self, head_count, model_dim, rotary_dim, rotary_interleave, rotary_theta, dropout=0.1,
                  is_decoder=True, add_qkvbias=False, fused=True):
         super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)

@@ -31,6 +31,39 @@ class SelfAttention(MultiHeadedAttention):
     `relative_logits`, or override `attend`.
     """
 
+    # What the variant is, in relative_attention's help (variants chosen by relative_attention)
+    summary = None
+    # It clips distances at max_relative_positions, which must then be > 0 (else it takes none)
+    needs_distance = True
+
+    @classmethod
+    def add_options(cls, group):
+        """Add the variant's own options to OpenNMT-py's model options (by default none)."""
+
+    @classmethod
+    def check_options(cls, opt):
+        """Check the options of a model of this variant (chosen by relative_attention) and fill
+        in their defaults; raise ValueError naming the option at fault."""
+        if cls.needs_distance and opt.max_relative_positions <= 0:
+            raise ValueError(f"relative_attention {cls.name} needs max_relative_positions > 0, the distance at "
+                             f"which it clips, got {opt.max_relative_positions}")
+        if not cls.needs_distance and opt.max_relative_positions != 0:
+            raise ValueError(f"relative_attention {cls.name} takes no distance: max_relative_positions must be 0, "
+                             f"got {opt.max_relative_positions}")
+        if getattr(opt, "relative_values", None) is not None:
+            raise ValueError(f"relative_values applies to relative_attention shaw only ({cls.name} has no value "
+                             "table)")
+
+    @classmethod
+    def export_refusal(cls, model_opt):
+        """Why CTranslate2 cannot run a model with this self-attention (None: the export
+        writes it, onmt_posenc.hooks.ctranslate2). A variant without export code says so;
+        absolute positions (this class) export as each side's position table."""
+        if cls is SelfAttention:
+            return None
+        return (f"relative_attention {cls.name}: the CTranslate2 export of this attention is not written (the "
+                "export writes sinusoidal, Shaw, rotary and T5 attention)")
+
     def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
         super().__init__(
             head_count, model_dim, dropout=dropout, is_decoder=is_decoder, attn_type="self", add_qkvbias=add_qkvbias

@@ -70,6 +70,36 @@ class ShawRelativeAttention(SelfAttention):
     The value term needs the attention weights: always the plain path.
     """
 
+    summary = ("Shaw et al. 2018, key and value terms (see relative_values), distances clipped at "
+               "max_relative_positions")
+    VALUES = ("shared", "separate", "none")
+
+    @classmethod
+    def add_options(cls, group):
+        group.add(
+            "--relative_values",
+            "-relative_values",
+            choices=cls.VALUES,
+            default=None,
+            help="Shaw's relative tables (unset: 'shared'). 'shared': one table for keys and "
+            "values, OpenNMT-py's parameterization (its checkpoints load unchanged). "
+            "'separate': the paper's two tables. 'none': the key term only, no value term "
+            "(the simplified RPE of the perSPE paper's Table 1).",
+        )
+
+    @classmethod
+    def check_options(cls, opt):
+        if opt.max_relative_positions <= 0:
+            raise ValueError(f"relative_attention shaw needs max_relative_positions > 0, the distance at which it "
+                             f"clips, got {opt.max_relative_positions}")
+        opt.relative_attention = "shaw"
+        if getattr(opt, "relative_values", None) is None:
+            opt.relative_values = "shared"
+
+    @classmethod
+    def export_refusal(cls, model_opt):
+        return None  # CTranslate2's relative_position_keys / values (hooks.ctranslate2)
+
     def __init__(self, head_count, model_dim, max_relative_positions, dropout=0.1, is_decoder=True,
                  add_qkvbias=False, values="shared"):
         super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused=False)

@@ -16,6 +16,10 @@ class T5BucketAttention(SelfAttention):
     (buckets, heads)); its bias is added to the scaled q.k. An additive bias: fused
     attention applies, where OpenNMT-py 3.5.1 always takes its plain path."""
 
+    @classmethod
+    def export_refusal(cls, model_opt):
+        return None  # CTranslate2's relative attention bias (hooks.ctranslate2; its version: model.export)
+
     def __init__(self, head_count, model_dim, buckets, max_distance, dropout=0.1, is_decoder=True,
                  add_qkvbias=False, fused=True):
         super().__init__(head_count, model_dim, dropout, is_decoder, add_qkvbias, fused)
