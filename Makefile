@@ -6,7 +6,7 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 BIN = $(VENV)/bin
 
-.PHONY: setup demo test
+.PHONY: setup demo test test-fast
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml Makefile
@@ -23,6 +23,11 @@ $(VENV)/.installed: pyproject.toml Makefile
 # Two workers, each file on one of them (a file's trained fixtures are made once).
 test: setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+
+# The tests that neither train nor run a command (marked by tests/conftest.py): a few
+# minutes' work less than one, for the edit-test loop.
+test-fast: setup
+	$(BIN)/python -m pytest -q -n 2 -m "not commands" $(PYTEST_ARGS)
 
 # `make demo DATA=DIR`: the same batch on a folder of real files (OpenNMT-py layout)
 demo: setup

@@ -1,5 +1,14 @@
-"""Shared test helpers: real data from tests/data and the stock onmt_* commands."""
+"""Shared test helpers: real data from tests/data and the stock onmt_* commands.
+
+The tests are grouped by the package's layers (tests/core, config, model, corpora for
+the data side, hooks, analysis, experiments) and tests/docs. A test that trains a model
+or runs a command (the stock onmt_* commands, onmt-posenc, any subprocess), itself or
+through a fixture, is marked `commands`: `make test-fast` runs the others
+(`pytest -m "not commands"`), `make test` all of them.
+"""
+import inspect
 import itertools
+import re
 import os
 import subprocess
 import sys
@@ -123,3 +132,39 @@ def step_by_step_and_whole(model, vocabs):
         model.decoder.init_state(src, enc_out, enc_final)
         steps = [model.decoder(tgt[:, i : i + 1], enc_out, src_len=src_len, step=i)[0] for i in range(6)]
     return torch.cat(steps, dim=1), whole
+
+
+# What running a command looks like in a test or a fixture's source
+COMMAND_CALLS = re.compile(r"\b(run|train_tiny|build_tiny_vocab|run_block|outcomes)\(|\bsubprocess\.|\bcommand\(")
+
+
+def _runs_commands(function, fixtures, seen):
+    """Does `function` run a command, itself, through a helper of its module it calls, or
+    through a fixture it uses (by name, from `fixtures`)?"""
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        return False
+    body = source.split(":", 1)[1] if source.lstrip().startswith(("def", "@")) else source
+    if COMMAND_CALLS.search(body):
+        return True
+    helpers = [function.__globals__.get(name) for name in re.findall(r"\b(\w+)\(", body)]
+    helpers = [h for h in helpers if inspect.isfunction(h) and h.__module__ == function.__module__]
+    fixture_functions = [d.func for name in inspect.signature(function).parameters for d in fixtures.get(name, ())]
+    for called in helpers + fixture_functions:
+        if called not in seen:
+            seen.add(called)
+            if _runs_commands(called, fixtures, seen):
+                return True
+    return False
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "commands: trains a model or runs a command (left out by `make test-fast`)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if _runs_commands(item.function, fixtures, set()):
+            item.add_marker(pytest.mark.commands)

@@ -134,18 +134,6 @@ def analyse(src_path, tgt_path, workdir, translate, sep=DEFAULT_SEP, original_hy
                                  [references[i] for i in joined], sep, language)
 
 
-def results_by_set(stored):
-    """{set: result} of a run's stored swapped analysis (results written before the
-    training examples were scored hold one result, of the evaluation set), a result
-    not measured for its separators giving the reason in today's words (earlier ones
-    said "does not produce <sep>" also of models that wrote too many)."""
-    if "drop" in stored:
-        return {"eval": {"applicable": True, **stored}}
-    return {name: {**result, "why": separators_why(result["wrong_separators"])}
-            if result.get("wrong_separators") is not None and not result["applicable"] else result
-            for name, result in stored.items()}
-
-
 def training_examples(src_path, tgt_path, count, out_dir, sep=DEFAULT_SEP):
     """The first `count` joined examples of a training corpus as the model saw it (the
     runner's sample/, tokenized), written as a source file and a raw-text reference

@@ -27,7 +27,6 @@ import math
 import statistics
 
 from onmt_posenc.analysis import length_buckets
-from onmt_posenc.analysis.swapped import results_by_set
 from onmt_posenc.model.attention import attention_scheme
 from onmt_posenc.experiments.store import read_analysis
 
@@ -244,7 +243,6 @@ def swapped(batch, paper):
         ape, shape = batch.analysis(data, "APE", "swapped"), batch.analysis(data, "SHAPE", "swapped")
         if ape is None or shape is None:
             continue
-        ape, shape = results_by_set(ape), results_by_set(shape)
         name = next((n for n in sorted(ape, key=lambda n: n != "train") if n in shape), None)
         if name is None:
             continue

@@ -28,7 +28,7 @@ from onmt_posenc.experiments import claims
 from onmt_posenc.experiments import curves
 from onmt_posenc import experiments
 from onmt_posenc.analysis import length_buckets, plots, position_ablation, shift_invariance, token_nll
-from onmt_posenc.analysis.swapped import WRONG_SEPARATORS_AT_MOST, results_by_set
+from onmt_posenc.analysis.swapped import WRONG_SEPARATORS_AT_MOST
 from onmt_posenc.experiments.state import STALE, run_state
 from onmt_posenc.experiments.store import (corpus_files, data_dir, read_analysis, read_stored, run_config, run_dir,
                                            run_fields, write_json, write_text_atomically)
@@ -315,7 +315,7 @@ class Report:
     def swapped_section(self):
         rows = []
         for r, stored in per_run(self.records, "swapped"):
-            for name, a in results_by_set(stored).items():
+            for name, a in stored.items():
                 where = "training examples" if name == "train" else name
                 by_separators = ([f"{a['original']:.2f}", f"{a['swapped']:.2f}", f"{a['drop']:.2f}"]
                                  if a["applicable"] else ["–", "–", "not measured"])

@@ -92,7 +92,7 @@ ANALYSES = {
                           "yardsticks": Maybe({"random_mean": NUMBER, "random_std": NUMBER, "dim": int,
                                                "encoder_other_token": NUMBER, "decoder_other_token": NUMBER})},
     "token_nll": {"nll": [Maybe([NUMBER], null=True)], "frequency": Maybe([[int]])},
-    # {set: result}; results stored before the training examples were scored are one result
+    # {set: result}
     "swapped": Each({"applicable": bool, "examples": int, "original": Maybe(NUMBER), "swapped": Maybe(NUMBER),
                      "drop": Maybe(NUMBER), "wrong_separators": Maybe(NUMBER), "why": Maybe(str),
                      "aligned": Maybe({"original": NUMBER, "swapped": NUMBER, "drop": NUMBER})}),
@@ -150,8 +150,6 @@ def record_problem(record):
 
 def analysis_problem(name, stored):
     """Why a stored analysis is of no use to the report, or None."""
-    if name == "swapped" and isinstance(stored, dict) and "drop" in stored:  # see swapped.results_by_set
-        stored = {"eval": {"applicable": True, **stored}}
     problem = shape_problem(stored, ANALYSES[name])
     if problem is not None:
         return problem
@@ -257,10 +255,12 @@ def file_digest(path):
 def warm_source_changed(directory, config):
     """Has the model a warm-started run started from changed since (its source trained
     further, trained again, or removed)? Its identity names that model by path only, so
-    the run keeps the model's digest (WARM_START) and compares. A run without one
-    (started by an older onmt-posenc) cannot tell and counts as unchanged."""
-    if not config.get("train_from") or not (Path(directory) / WARM_START).is_file():
+    the run keeps the model's digest (WARM_START) and compares; without it, nothing
+    vouches for the model it started from."""
+    if not config.get("train_from"):
         return False
+    if not (Path(directory) / WARM_START).is_file():
+        return True
     try:
         stored = read_json(Path(directory) / WARM_START).get("sha256")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
@@ -292,9 +292,9 @@ def evaluation_of(experiment, setting):
 
 
 def evaluated_otherwise(record, experiment, setting):
-    """Was a finished run evaluated with other evaluation settings than the file's now?
-    A record without them (written by an older onmt-posenc) cannot tell: no."""
-    return "evaluation" in record and record["evaluation"] != evaluation_of(experiment, setting)
+    """Was a finished run evaluated with other evaluation settings than the file's now
+    (or without them recorded)?"""
+    return record.get("evaluation") != evaluation_of(experiment, setting)
 
 
 def phrase_file(directory):

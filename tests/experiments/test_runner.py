@@ -814,9 +814,9 @@ def test_the_swapped_claim_uses_the_joined_setting_whose_models_write_separators
     loaded = experiments.load(experiment_file(tmp_path, data={
         "joined": {"synthetic": single, "interpolate": 4},
         "mixed": {"synthetic": single, "interpolate": 4, "single_pairs": 4}}, grid={"method": ["ape", "shape"]}))
-    # stored in an earlier wording: read in today's, from the stored share
-    no_sep = {"applicable": False, "examples": 10, "wrong_separators": 0.9,
-              "why": "not applicable: the model does not produce <sep> (90% ...)"}
+    from onmt_posenc.analysis.swapped import separators_why
+
+    no_sep = {"applicable": False, "examples": 10, "wrong_separators": 0.9, "why": separators_why(0.9)}
 
     def record(data, method, swapped):
         folder = tmp_path / data / method
