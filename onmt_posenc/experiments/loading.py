@@ -193,13 +193,13 @@ def _data_setting(label, spec, base, path, folder=None):
     if unknown:
         fail(path, f"data.{label}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
     settings = _mapping(spec.get("settings"), path, f"data.{label}.settings")
-    shape = {key: _positive(spec.get(key), path, f"data.{label}.{key}") for key in COUNT_KEYS}
-    if shape["extrapolate"] and shape["interpolate"]:
+    design = {key: _positive(spec.get(key), path, f"data.{label}.{key}") for key in COUNT_KEYS}
+    if design["extrapolate"] and design["interpolate"]:
         fail(path, f"data.{label}: choose extrapolate or interpolate, not both")
-    if shape["single_pairs"] and not shape["interpolate"]:
+    if design["single_pairs"] and not design["interpolate"]:
         fail(path, f"data.{label}.single_pairs mixes single pairs into joined ones: it needs interpolate")
     if spec.get("warm_start") is not None:
-        shape["warm_start"] = _string(spec["warm_start"], path, f"data.{label}.warm_start")
+        design["warm_start"] = _string(spec["warm_start"], path, f"data.{label}.warm_start")
     language = spec.get("target_language")
     if language is not None:
         _string(language, path, f"data.{label}.target_language")
@@ -225,15 +225,15 @@ def _data_setting(label, spec, base, path, folder=None):
             fail(path, f"data.{label}.synthetic: {error}")
         several = {key: getattr(task, key) for key in ("max_sentences", "test_sentences", "concat_sentences")
                    if getattr(task, key) != 1}
-        if shape["interpolate"] and several:
+        if design["interpolate"] and several:
             fail(path, f"data.{label}: interpolate joins single sentences, but the synthetic task "
                         f"already joins several ({', '.join(f'{k}: {v}' for k, v in several.items())}); set them to 1")
-        return DataSetting(label, settings=settings, synthetic=task, eval_sets=dict.fromkeys(EVAL_SETS), **shape)
+        return DataSetting(label, settings=settings, synthetic=task, eval_sets=dict.fromkeys(EVAL_SETS), **design)
     if sources == ["folder"]:
         extra = {"train", "valid", "eval"} & set(spec)
         if extra:
             fail(path, f"data.{label}: a folder data setting takes its files from the folder; remove {sorted(extra)}")
-        spec = folder_data(base / _string(spec["folder"], path, f"data.{label}.folder"), shape["interpolate"], path)
+        spec = folder_data(base / _string(spec["folder"], path, f"data.{label}.folder"), design["interpolate"], path)
         language = language or spec["target_language"]
     if "eval" not in spec:
         fail(path, f"data.{label} needs eval (the sets to translate and score)")
@@ -242,9 +242,9 @@ def _data_setting(label, spec, base, path, folder=None):
     if not eval_sets:
         fail(path, f"data.{label}.eval names no evaluation set")
     for name, pair in eval_sets.items():
-        if shape["interpolate"] and pair.join not in (None, shape["interpolate"]):
+        if design["interpolate"] and pair.join not in (None, design["interpolate"]):
             fail(path, f"data.{label}.eval.{name}.join is {pair.join}, but interpolate joins every "
-                        f"evaluation set {shape['interpolate']} per line")
+                        f"evaluation set {design['interpolate']} per line")
     train = _file_pair(spec["train"], base, path, f"data.{label}.train")
     if train_pairs is not None:
         if train.lines is not None:
@@ -257,7 +257,7 @@ def _data_setting(label, spec, base, path, folder=None):
         eval_sets=eval_sets,
         settings=settings,
         target_language=language,
-        **shape,
+        **design,
     )
 
 

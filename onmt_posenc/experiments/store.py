@@ -49,22 +49,22 @@ def read_json(path):
 
 
 class Maybe(NamedTuple):
-    """In a SHAPE: a key that may be absent (`null` too where `null` is true)."""
-    shape: object
+    """In a FORM: a key that may be absent (`null` too where `null` is true)."""
+    form: object
     null: bool = False
 
 
 class Each(NamedTuple):
-    """In a SHAPE: a JSON object with any keys, every value of this shape."""
-    shape: object
+    """In a FORM: a JSON object with any keys, every value of this form."""
+    form: object
 
 
 NUMBER = (int, float)
 _NAMES = {str: "a string", int: "an integer", NUMBER: "a number", bool: "true or false", dict: "a JSON object",
           list: "a list"}
 # What the report and the claims read of a stored file, to find a broken one when it is
-# read rather than in every use: a type, {key: shape} (a JSON object with these keys),
-# [shape] (a list of such), Each(shape) or Maybe(shape).
+# read rather than in every use: a type, {key: form} (a JSON object with these keys),
+# [form] (a list of such), Each(form) or Maybe(form).
 RECORD = {  # result.json or failure.json
     "status": str, "error": Maybe(str), "log": Maybe(str, null=True),
     "bleu": Maybe(Each(NUMBER)), "length_ratio": Maybe(Each(NUMBER)), "chrf": Maybe(Each(NUMBER)),
@@ -99,25 +99,25 @@ ANALYSES = {
 }
 
 
-def shape_problem(value, shape, where=""):
-    """Why `value` (read from JSON) does not have `shape`, or None."""
-    if isinstance(shape, Maybe):
-        return None if value is None and shape.null else shape_problem(value, shape.shape, where)
-    container = dict if isinstance(shape, (dict, Each)) else list if isinstance(shape, list) else shape
+def form_problem(value, form, where=""):
+    """Why `value` (read from JSON) does not have `form`, or None."""
+    if isinstance(form, Maybe):
+        return None if value is None and form.null else form_problem(value, form.form, where)
+    container = dict if isinstance(form, (dict, Each)) else list if isinstance(form, list) else form
     if not isinstance(value, container):
         return f"{where + ': ' if where else ''}must be {_NAMES[container]}, got {shown(value)}"
-    if isinstance(shape, dict):
-        missing = [key for key, inner in shape.items() if key not in value and not isinstance(inner, Maybe)]
+    if isinstance(form, dict):
+        missing = [key for key, inner in form.items() if key not in value and not isinstance(inner, Maybe)]
         if missing:
             return f"{_inside(where, missing[0])}: missing"
-        inner = [(value[key], shape[key], _inside(where, key)) for key in shape if key in value]
-    elif isinstance(shape, Each):
-        inner = [(item, shape.shape, _inside(where, key)) for key, item in value.items()]
-    elif isinstance(shape, list):
-        inner = [(item, shape[0], f"{where}[{i}]") for i, item in enumerate(value)]
+        inner = [(value[key], form[key], _inside(where, key)) for key in form if key in value]
+    elif isinstance(form, Each):
+        inner = [(item, form.form, _inside(where, key)) for key, item in value.items()]
+    elif isinstance(form, list):
+        inner = [(item, form[0], f"{where}[{i}]") for i, item in enumerate(value)]
     else:
         return None
-    return next(filter(None, (shape_problem(*each) for each in inner)), None)
+    return next(filter(None, (form_problem(*each) for each in inner)), None)
 
 
 def _inside(where, key):
@@ -131,9 +131,9 @@ def shown(value):
 
 def record_problem(record):
     """Why a stored run record (result.json, failure.json) is of no use to the report, or None."""
-    problem = shape_problem(record, RECORD)
+    problem = form_problem(record, RECORD)
     if problem is None and record["status"] == "finished":
-        problem = shape_problem(record, FINISHED)
+        problem = form_problem(record, FINISHED)
     if problem is not None:
         return problem
     if record["status"] not in ("finished", "failed"):
@@ -150,7 +150,7 @@ def record_problem(record):
 
 def analysis_problem(name, stored):
     """Why a stored analysis is of no use to the report, or None."""
-    problem = shape_problem(stored, ANALYSES[name])
+    problem = form_problem(stored, ANALYSES[name])
     if problem is not None:
         return problem
     if name == "swapped":
@@ -174,7 +174,7 @@ def read_stored(path, analysis=None):
     """A stored result (result.json, failure.json, an analysis): its value, or None and
     why it cannot be read (a write cut short, an edit gone wrong) or used. A run record
     (by its file name) is checked against RECORD, the analysis `analysis` against its
-    ANALYSES shape, so that one broken file leaves its run, or its analysis, out
+    ANALYSES form, so that one broken file leaves its run, or its analysis, out
     instead of stopping the report (or the runner) in the middle."""
     try:
         value = read_json(path)

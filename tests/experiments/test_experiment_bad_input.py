@@ -12,7 +12,8 @@ import pytest
 from conftest import REPO, TOY_ENDE, command, head, run, write_yaml
 
 from onmt_posenc import experiments
-from onmt_posenc.experiments.store import corpus_files, data_dir, run_config, run_dir, run_fields, write_json
+from onmt_posenc.experiments.store import (corpus_files, data_dir, evaluation_of, run_config, run_dir, run_fields,
+                                           write_json)
 
 
 def experiment_file(tmp_path, **changes):
@@ -182,7 +183,7 @@ def good_result(experiment, run):
             "train_seconds": 60.0, "seconds": 70.0, "config": json.loads(json.dumps(config)),
             "analyses": {"shift_invariance": "analyses/shift_invariance.json",
                          "position_ablation": "analyses/position_ablation.json"},
-            "analysis_errors": {}}
+            "analysis_errors": {}, "evaluation": evaluation_of(experiment, setting)}
 
 
 GOOD_ANALYSES = {
