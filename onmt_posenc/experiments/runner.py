@@ -453,7 +453,7 @@ def execute_run(experiment, run, files, progress):
                     "error": f"{state.why}; but its last checkpoint is gone: remove that folder to run it again"}
     if state.kind in ("unreadable", "more_updates", "evaluated_otherwise"):
         progress.say(state.why)
-        (directory / RESULT).unlink()
+        (directory / RESULT).unlink(missing_ok=True)  # unreadable: it, or the failure.json, goes
     resume_from = resume_point(directory, config, progress.say) if directory.exists() else None
     if resume_from is None and directory.exists():  # nothing to go on from: start clean
         shutil.rmtree(directory)
