@@ -481,11 +481,12 @@ class Report:
         self.add("## Runs", "")
         rows = []
         for r in self.records:
-            bleu = ", ".join(f"{k} {v:.2f}" for k, v in r.get("bleu", {}).items()) or "–"
+            shown = r["status"] != "stale"  # a stale run's figures are left out here too
+            bleu = ", ".join(f"{k} {v:.2f}" for k, v in r.get("bleu", {}).items() if shown) or "–"
             note = r.get("error", "") if r["status"] != "finished" else "; ".join(
                 f"{k}: {v}" for k, v in r.get("analysis_errors", {}).items())
             log = f" (log: `{r['log']}`)" if r.get("log") and str(r["log"]) not in note else ""
-            minutes = f"{r['seconds'] / 60:.1f}" if "seconds" in r else "–"
+            minutes = f"{r['seconds'] / 60:.1f}" if "seconds" in r and shown else "–"
             rows.append([r["id"], r["status"], bleu, minutes, (note + log).replace("|", "/") or "–"])
         self.table(["run", "status", "BLEU", "minutes", "notes"], rows)
 

@@ -1020,7 +1020,7 @@ def test_a_finished_run_trains_on_when_the_file_asks_for_more_updates(demo, tmp_
     longer = [pair for pair in SCALED_DOWN if not pair.startswith("settings.train_steps=")] + ["settings.train_steps=24"]
     result = run([command("onmt-posenc"), "run", DEMO, "--output", copy, *overrides(longer),
                   "--set", "grid.method=[ape]"], cwd=REPO, timeout=LONG)
-    assert "[1/1 synthetic/ape/seed1] finished at 16 updates; training goes on to 24" in result.stderr
+    assert "[1/1 synthetic/ape/seed1] finished at 16 updates; `onmt-posenc run` trains it on to 24" in result.stderr
     assert "[1/1 synthetic/ape/seed1] resume from model_step_16.pt" in result.stderr
     assert last.stat().st_mtime_ns == saved
     stored = json.loads((copy / "synthetic" / "ape" / "seed1" / "result.json").read_text())
