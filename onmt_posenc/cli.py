@@ -12,7 +12,7 @@ from onmt_posenc.hooks.stock import StockCommandError
 
 COMMANDS = {
     "chunk-ja": ("onmt_posenc.data.chunk_japanese", "Japanese phrase boundaries for perSPE (MeCab + nltk RegexpParser)"),
-    "prepare": ("onmt_posenc.data.prepare_corpus", "Multi30k, KFTT or toy-ende in the layout of `run --data`: download or local copy"),
+    "prepare": ("onmt_posenc.data.prepare_corpus", "Multi30k, KFTT, small_parallel_enja or toy-ende in the layout of `run --data`: download or local copy"),
     "prepare-wmt16": ("onmt_posenc.data.prepare_wmt16", "WMT16 En-De as in the SHAPE paper: download, then build all data settings"),
     "interpolate": ("onmt_posenc.data.interpolate", "INTERPOLATE dev/test files: join N sentences per line, split translations back"),
     "evaluate": ("onmt_posenc.core.scoring", "detokenized sacreBLEU per newstest year with dev/test macro averages"),

@@ -4,6 +4,7 @@
     onmt-posenc prepare multi30k data/multi30k --from DIR       # a local copy: folder or .tar.gz
     onmt-posenc prepare toy-ende data/toy-ende [--from DIR]
     onmt-posenc prepare kftt data/kftt [--from kftt-data-1.0.tar.gz] [--order spread] [--first N] [--vocab-size 8000]
+    onmt-posenc prepare small-enja data/small-enja [--from small_parallel_enja] [--vocab-size 8000]
 
 The output folder holds OpenNMT-py's quickstart layout:
 
@@ -17,14 +18,19 @@ with pyonmttok's joiner marks, so translations detokenize back to plain text:
 Multi30k with a joint BPE learned on the training data of both languages
 (`bpe.codes`); KFTT, whose Japanese has no spaces, with a joint SentencePiece
 model (`sentencepiece.model`; the perSPE paper's segmentation, a 16k vocabulary
-by default). toy-ende comes tokenized (Moses) and is copied as it is. Where the
+by default). small-enja (small_parallel_enja: 50,000 short Tanaka-corpus pairs,
+lower-cased tokenized English, Japanese split into KyTea words) also with a joint
+SentencePiece model, of 8,000 pieces by default; its Japanese has the KyTea spaces
+removed first, so that the model learns, and BLEU scores, the raw Japanese.
+toy-ende comes tokenized (Moses) and is copied as it is. Where the
 corpus has document ids (`kyoto-*.docid` beside KFTT's files), they are kept,
 one per line of each part: `docid-train.txt`, `docid-val.txt`, `docid-test.txt`.
 A pair with an empty side is dropped (KFTT's train has two), and said.
 
 `--from` takes a folder or a .tar.gz/.tgz archive holding the corpus's files
-(named as upstream names them, in any sub-folder, optionally gzipped), so the
-same command works without internet. `--first N` keeps the first N training
+(named as upstream names them, in any sub-folder, optionally gzipped; a file
+given in numbered parts, `train.en.000`, `train.en.001`..., is read as their
+concatenation), so the same command works without internet. `--first N` keeps the first N training
 pairs, and the subwords are learned on them. KFTT's training pairs come in
 article order, and its articles grouped by category (all of Buddhism, then all
 of buildings...): its first N pairs cover the first categories only, while dev
@@ -36,6 +42,7 @@ then takes N pairs from every part of it.
 """
 import gzip
 import math
+import re
 import shutil
 import sys
 import tarfile
@@ -62,10 +69,21 @@ class Corpus:
     license: str
     languages: tuple = None  # (source, target), written to languages.txt
     docids: dict = field(default_factory=dict)  # part -> upstream document-id file, one id per line
+    vocab_size: int = None  # the SentencePiece vocabulary's default size
+    # The upstream target is split into words by spaces (Japanese by KyTea): they are removed
+    # (spaces_removed), so that subwords are learned on, and BLEU scores, the raw text.
+    target_split_into_words: bool = False
+    # Upstream has pairs with an empty side (KFTT's train has two): dropped and said. Where it
+    # has none, an empty line is a damaged copy: refused, naming the file and line.
+    drops_empty_pairs: bool = True
 
 
 MULTI30K_RAW = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
-KFTT_PARTS = {"train": "train", "val": "dev", "test": "test"}
+SMALL_ENJA_RAW = "https://raw.githubusercontent.com/odashi/small_parallel_enja/master"
+# KFTT's and small_parallel_enja's names of the layout's parts
+DEV_TEST_PARTS = {"train": "train", "val": "dev", "test": "test"}
+# The perSPE paper's shared SentencePiece vocabulary (Oka et al. 2022, section 5)
+SENTENCEPIECE_VOCAB = 16000
 CORPORA = {
     "multi30k": Corpus(
         files={("train", "src"): "train.en", ("train", "tgt"): "train.de", ("val", "src"): "val.en",
@@ -85,19 +103,32 @@ CORPORA = {
     # The Kyoto Free Translation Task (Neubig 2011), En->Ja: Wikipedia articles on Kyoto,
     # dev for validation, test for test (its tune set is for tuning SMT weights)
     "kftt": Corpus(
-        files={(part, side): f"kyoto-{name}.{lang}" for part, name in KFTT_PARTS.items()
+        files={(part, side): f"kyoto-{name}.{lang}" for part, name in DEV_TEST_PARTS.items()
                for side, lang in (("src", "en"), ("tgt", "ja"))},
         urls=("http://www.phontron.com/kftt/download/kftt-data-1.0.tar.gz",),
         subwords="sentencepiece",
         license="KFTT (Neubig 2011) from NICT's Japanese-English Bilingual Corpus of Wikipedia's Kyoto "
                 "Articles: CC BY-SA 3.0",
         languages=("en", "ja"),
-        docids={part: f"kyoto-{name}.docid" for part, name in KFTT_PARTS.items()},
+        docids={part: f"kyoto-{name}.docid" for part, name in DEV_TEST_PARTS.items()},
+        vocab_size=SENTENCEPIECE_VOCAB,
+    ),
+    # small_parallel_enja (Neubig's students' test set of the Tanaka corpus, 4 to 16 words a
+    # sentence): 50,000 / 500 / 500 pairs; train also comes as train.{en,ja}.000 to .004
+    "small-enja": Corpus(
+        files={(part, side): f"{name}.{lang}" for part, name in DEV_TEST_PARTS.items()
+               for side, lang in (("src", "en"), ("tgt", "ja"))},
+        urls=tuple(f"{SMALL_ENJA_RAW}/{name}.{lang}" for name in DEV_TEST_PARTS.values() for lang in ("en", "ja")),
+        subwords="sentencepiece",
+        license="small_parallel_enja (github.com/odashi/small_parallel_enja): the Tanaka Corpus, public domain",
+        languages=("en", "ja"),
+        # 8,000 pieces: a model of 2+2 layers translates after 2,000 updates (docs/data.md)
+        vocab_size=8000,
+        target_split_into_words=True,
+        drops_empty_pairs=False,
     ),
 }
 BPE_MERGES = 8000
-# The perSPE paper's shared SentencePiece vocabulary (Oka et al. 2022, section 5)
-SENTENCEPIECE_VOCAB = 16000
 
 
 class PrepareError(UserError, RuntimeError):
@@ -105,12 +136,24 @@ class PrepareError(UserError, RuntimeError):
 
 
 def _find(root, name):
-    """The file `name` (or `name`.gz) anywhere below `root`."""
+    """The file `name` (or `name`.gz) anywhere below `root`; else its numbered parts
+    `name`.000, `name`.001... (a list, in order; a gap is a PrepareError); else None."""
     for candidate in (name, name + ".gz"):
         found = sorted(Path(root).rglob(candidate))
         if found:
             return found[0]
-    return None
+    parts = sorted(Path(root).rglob(f"{name}.[0-9][0-9][0-9]"), key=lambda path: path.name)
+    for number, part in enumerate(parts):
+        if int(part.suffix[1:]) != number:
+            raise PrepareError(f"{part.parent / f'{name}.{number:03d}'} is missing: {name} is given in "
+                               f"parts {', '.join(p.suffix[1:] for p in parts)}")
+    return parts or None
+
+
+def spaces_removed(line):
+    """A line of words split by spaces (KyTea's Japanese) as raw text: the spaces go, but
+    for those between two ASCII letters or digits ("New York", "CD 2")."""
+    return re.sub(r"(?<![A-Za-z0-9]) +| +(?![A-Za-z0-9])", "", line)
 
 
 def _read_text(path, shown=None):
@@ -163,6 +206,13 @@ def _download(corpus, work):
             with tarfile.open(target) as archive:
                 archive.extractall(work, filter="data")
     return Path(work)
+
+
+def _refuse_empty_lines(lines, shown, part):
+    for key in [key for key in lines if key[0] == part]:
+        empty = next((i for i, line in enumerate(lines[key]) if not line.strip()), None)
+        if empty is not None:
+            raise PrepareError(f"{shown[key]}:{empty + 1}: an empty line (this corpus has none: is the copy damaged?)")
 
 
 def _drop_empty_pairs(lines, shown, part):
@@ -245,13 +295,23 @@ def _prepare(name, out_dir, source, merges, vocab_size, first, order):
             raise PrepareError(f"{source or 'the download'}: missing {', '.join(missing)}")
         # document ids are kept where the copy has them (the official KFTT release has none)
         paths = {key: path for key, path in paths.items() if path is not None}
+        # a file in numbered parts: read part by part, named by the first (the part with a bad
+        # line says so itself)
+        parts = {key: path if isinstance(path, list) else [path] for key, path in paths.items()}
         # unpacked or downloaded: named inside the archive, not the temporary folder
-        shown = {key: f"{source or corpus.urls[0]}:{path.relative_to(work)}" if root == Path(work) else str(path)
-                 for key, path in paths.items()}
-        lines = {key: _read_text(path, shown[key]) for key, path in paths.items()}
+        named = {path: f"{source or corpus.urls[0]}:{path.relative_to(work)}" if root == Path(work) else str(path)
+                 for files in parts.values() for path in files}
+        shown = {key: named[files[0]] + (f" (and {len(files) - 1} more parts)" if len(files) > 1 else "")
+                 for key, files in parts.items()}
+        lines = {key: [line for path in files for line in _read_text(path, named[path])] for key, files in parts.items()}
+        if corpus.target_split_into_words:
+            for part in LAYOUT_PARTS:
+                lines[part, "tgt"] = [spaces_removed(line) for line in lines[part, "tgt"]]
         for part in LAYOUT_PARTS:
             _check_same_lengths(lines, shown, part)
-            if corpus.subwords:
+            if not corpus.drops_empty_pairs:
+                _refuse_empty_lines(lines, shown, part)
+            elif corpus.subwords:
                 _drop_empty_pairs(lines, shown, part)
         if order == "spread":
             if ("train", "docid") not in lines:
@@ -266,7 +326,7 @@ def _prepare(name, out_dir, source, merges, vocab_size, first, order):
         out_dir.mkdir(parents=True, exist_ok=True)
         if corpus.subwords:
             subwords = _subword_tokenizer(corpus, lines, out_dir, work, merges or BPE_MERGES,
-                                          vocab_size or SENTENCEPIECE_VOCAB)
+                                          vocab_size or corpus.vocab_size)
             for part in ("val", "test"):
                 write_lines(out_dir / f"ref-{part}.txt", lines[part, "tgt"])
             print("splitting the text into subwords", file=sys.stderr, flush=True)
@@ -300,8 +360,9 @@ def add_arguments(parser):
     parser.add_argument("--merges", type=positive_int,
                         help=f"joint BPE merges, for the corpora split by BPE (multi30k; default {BPE_MERGES})")
     parser.add_argument("--vocab-size", type=positive_int,
-                        help="joint SentencePiece vocabulary, for the corpora split by SentencePiece (kftt; "
-                             f"default {SENTENCEPIECE_VOCAB}, the perSPE paper's)")
+                        help="joint SentencePiece vocabulary, for the corpora split by SentencePiece (kftt: default "
+                             f"{SENTENCEPIECE_VOCAB}, the perSPE paper's; small-enja: default "
+                             f"{CORPORA['small-enja'].vocab_size})")
 
 
 def main(args):
