@@ -56,13 +56,14 @@ def main(argv=None):
     args = parser.parse_args(chosen)
     try:
         return args.run(args)
+    # before UserError, which it is: a stock command that failed on input that passed the checks
+    except StockCommandError as error:
+        print(f"onmt-posenc {args.command}: error: {error}", file=sys.stderr)
+        return 1
     except (UserError, OSError) as error:
         # what the user can fix: a file, an option, a value; a file missing or unreadable
         print(f"onmt-posenc {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except StockCommandError as error:  # a stock command failed on input that passed the checks
-        print(f"onmt-posenc {args.command}: error: {error}", file=sys.stderr)
-        return 1
 
 
 if __name__ == "__main__":

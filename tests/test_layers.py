@@ -19,8 +19,8 @@ def test_the_import_contract_holds():
 @pytest.mark.parametrize("path", sorted((REPO / "recipes" / "experiments" / "results").glob("**/result*.json")),
                          ids=lambda p: str(p.relative_to(REPO / "recipes" / "experiments" / "results")))
 def test_committed_results_load(path):
-    """Every committed run record is one the report can use (store.record_problem)."""
-    from onmt_posenc.experiments.store import record_problem
+    """Every committed run record is one the report can use (records.record_problem)."""
+    from onmt_posenc.experiments.records import record_problem
 
     stored = json.loads(path.read_text(encoding="utf-8"))
     records = stored["runs"] if "runs" in stored else [stored]

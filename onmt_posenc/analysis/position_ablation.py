@@ -58,6 +58,7 @@ def _condition(model, removed, decay):
     """Inside the block: no absolute positions on the sides `removed`; with `decay`, the
     decoder's self-attention is the decaying mask with the model's own projections."""
     from onmt_posenc.model.attention import replacement_for
+    from onmt_posenc.model.attention.decaying_mask import DecayingMaskAttention
     from onmt_posenc.model.positions.none import NoPositionEncoding
 
     with contextlib.ExitStack() as stack:
@@ -67,7 +68,7 @@ def _condition(model, removed, decay):
         if decay:
             for layer in model.decoder.transformer_layers:
                 stack.enter_context(models.attribute_replaced(
-                    layer, "self_attn", replacement_for(layer.self_attn, "scaled-dot", "decay").eval()))
+                    layer, "self_attn", replacement_for(layer.self_attn, "scaled-dot", DecayingMaskAttention.name).eval()))
         yield model
 
 

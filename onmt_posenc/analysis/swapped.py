@@ -36,7 +36,7 @@ from onmt_posenc.analysis import AnalysisError, check_outputs, models, not_a_fol
 from onmt_posenc.config.include import merged_mapping
 from onmt_posenc.core.alignment import segment
 from onmt_posenc.core.scoring import bleu_tokenizer, corpus_bleu, hypothesis_segments, reference_segments
-from onmt_posenc.config.parsers import translate_options_problem
+from onmt_posenc.config.parser_checks import translate_options_problem
 from onmt_posenc.core.joining import DEFAULT_SEP, join_segments, split_segments
 from onmt_posenc.core.text import read_lines, write_lines
 from onmt_posenc.core.tokenization import tokenizer

@@ -132,7 +132,8 @@ BPE_MERGES = 8000
 
 
 class PrepareError(UserError, RuntimeError):
-    pass
+    """A corpus that cannot be prepared: a file missing, damaged or of the wrong kind (also
+    WMT16's, prepare_wmt16)."""
 
 
 def _find(root, name):

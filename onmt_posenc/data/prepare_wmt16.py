@@ -36,13 +36,13 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from onmt_posenc.core.errors import UserError
 from onmt_posenc.core.arguments import positive_int
 from onmt_posenc.core.scoring import DEV_YEARS, YEARS
 from onmt_posenc.core.joining import DEFAULT_N, DEFAULT_SEP, join_lines
 from onmt_posenc.core.text import read_lines, write_lines
 from onmt_posenc.core.text import scan_text
 from onmt_posenc.core.tokenization import learn_joint_bpe, tokenizer
+from onmt_posenc.data.prepare_corpus import PrepareError
 
 LANGS = ("en", "de")
 BPE_MERGES = 32000
@@ -54,10 +54,6 @@ TRAIN_CORPORA = (
     ("http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.de-en"),
     ("http://data.statmt.org/wmt16/translation-task/training-parallel-nc-v11.tgz", "news-commentary-v11.de-en"),
 )
-
-
-class PrepareError(UserError, RuntimeError):
-    pass
 
 
 # ---------------------------------------------------------------- download (needs internet)

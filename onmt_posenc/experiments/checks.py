@@ -4,7 +4,7 @@ import itertools
 
 import yaml
 
-from onmt_posenc.config.parsers import key_named, parse_error_text, parser_problem, translate_options_problem
+from onmt_posenc.config.parser_checks import key_named, parse_error_text, parser_problem, translate_options_problem
 from onmt_posenc.experiments.spec import RUNNER_KEYS, fail, shown, needs_target_phrases
 
 

@@ -28,13 +28,13 @@ class ShardJob:
     pre-emption or time-out (`checkpoint`), its unfinished run then going on from its
     newest checkpoint."""
 
-    def __init__(self, experiment_args, shard):
-        self.experiment_args, self.shard = experiment_args, shard
+    def __init__(self, experiment_args, shard, command):
+        self.experiment_args, self.shard, self.command = experiment_args, shard, command
 
     def __call__(self):
         experiment = experiments.load(**self.experiment_args)
         runs = experiments.shard(experiment.runs, *self.shard)
-        records = runner.run_all(experiment, runs)
+        records = runner.run_all(experiment, runs, self.command)
         runner.write_shard_record(experiment, self.shard, records)
         return {"finished": sum(r["status"] != "failed" for r in records),
                 "failed": [r["id"] for r in records if r["status"] == "failed"]}
@@ -42,7 +42,7 @@ class ShardJob:
     def checkpoint(self):
         import submitit
 
-        return submitit.helpers.DelayedSubmission(ShardJob(self.experiment_args, self.shard))
+        return submitit.helpers.DelayedSubmission(ShardJob(self.experiment_args, self.shard, self.command))
 
 
 def executor(kind, folder, time_limit, partition=None, gpus=0, cpus=1):
@@ -59,8 +59,9 @@ def executor(kind, folder, time_limit, partition=None, gpus=0, cpus=1):
     return made
 
 
-def launch(experiment, experiment_args, args, stream=sys.stderr):
-    """Submit one job per shard, wait for them, write the report; the exit status."""
+def launch(experiment, experiment_args, args, command, stream=sys.stderr):
+    """Submit one job per shard, wait for them, write the report; the exit status. `command`:
+    this launcher's command line, which goes on with what a stopped job leaves."""
     from onmt_posenc.experiments import report
 
     count = args.jobs or len(experiment.runs)
@@ -69,7 +70,7 @@ def launch(experiment, experiment_args, args, stream=sys.stderr):
     folder.mkdir(parents=True, exist_ok=True)
     submit = executor(args.launcher, folder / "%j", args.time_limit, args.partition, args.gpus_per_job,
                       args.cpus_per_job)
-    jobs = [submit.submit(ShardJob(experiment_args, (i, count))) for i in range(1, count + 1)]
+    jobs = [submit.submit(ShardJob(experiment_args, (i, count), command)) for i in range(1, count + 1)]
     for i, job in enumerate(jobs, 1):
         print(f"job {job.job_id}: shard {i}/{count} ({len(experiments.shard(experiment.runs, i, count))} runs), "
               f"log {Path(job.paths.stdout)}", file=stream, flush=True)

@@ -1,6 +1,7 @@
 """`onmt-posenc run EXPERIMENT.yaml`: check the experiment file, then run its grid here
 (onmt_posenc.experiments.runner; `--shard i/n` for part of it) or as scheduler jobs
 (onmt_posenc.experiments.launcher), and write the report."""
+import shlex
 import signal
 import sys
 import time
@@ -9,7 +10,8 @@ from pathlib import Path
 from onmt_posenc.analysis import not_a_folder
 from onmt_posenc.experiments import launcher, report
 from onmt_posenc import experiments
-from onmt_posenc.experiments.runner import Progress, check_data_files, run_all, write_shard_record
+from onmt_posenc.experiments.progress import Progress
+from onmt_posenc.experiments.runner import check_data_files, run_all, write_shard_record
 
 
 def describe(setting):
@@ -20,6 +22,18 @@ def describe(setting):
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def same_command(args, verb="run", names=()):
+    """`onmt-posenc VERB` on the runs `args` name: the file, --data, --output, --set, and the
+    options `names` (those of the runner only `run` takes)."""
+    words = ["onmt-posenc", verb, args.experiment]
+    for name in ("data", "output", *names):
+        if getattr(args, name, None):
+            words += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    for pair in args.overrides:
+        words += ["--set", pair]
+    return shlex.join(words)
 
 
 def add_arguments(parser):
@@ -45,7 +59,7 @@ def main(args):
         return launcher.launch(experiment, {
             "path": Path(args.experiment).resolve(), "overrides": list(args.overrides),
             "output": experiment.output.resolve(), "data_folder": Path(args.data).resolve() if args.data else None,
-        }, args)
+        }, args, same_command(args, names=("launcher", "jobs", "partition", "gpus_per_job", "cpus_per_job")))
     runs = experiments.shard(experiment.runs, *shard) if shard else experiment.runs
     where = f" (shard {shard[0]}/{shard[1]})" if shard else ""
     print(f"{experiment.name}: {len(runs)} of {len(experiment.runs)} runs{where} -> {experiment.output}",
@@ -56,10 +70,11 @@ def main(args):
     started = time.time()
     # A scheduler's SIGTERM stops like Ctrl-C: the running command is stopped, finished runs stay.
     signal.signal(signal.SIGTERM, _interrupt)
+    going_on = same_command(args, names=("shard",))
     try:
-        records = run_all(experiment, runs)
+        records = run_all(experiment, runs, going_on)
     except KeyboardInterrupt:
-        print("interrupted: finished runs are kept; run the same command again to go on", file=sys.stderr)
+        print(f"interrupted: finished runs are kept; `{going_on}` goes on", file=sys.stderr)
         return 130
     failed = [r for r in records if r["status"] == "failed"]
     print(f"{len(records) - len(failed)} run(s) finished, {len(failed)} failed, "
@@ -69,9 +84,7 @@ def main(args):
         print(f"  FAILED {record['id']}: {record['error']}{where}", file=sys.stderr)
     if shard:
         write_shard_record(experiment, shard, records)
-        same = "".join(f" --{key} {getattr(args, key)}" for key in ("data", "output") if getattr(args, key))
-        same += "".join(f" --set {pair}" for pair in args.overrides)
-        print(f"when every shard is done: onmt-posenc report {args.experiment}{same}", file=sys.stderr)
+        print(f"when every shard is done: {same_command(args, 'report')}", file=sys.stderr)
     else:
         print(f"report: {report.write(experiment)}", file=sys.stderr)
     return 1 if failed else 0

@@ -17,11 +17,7 @@ runs and retries the rest, so an interruption loses no finished run.
 `--shard i/n` runs every n-th run only (for n machines or cluster jobs);
 `onmt-posenc report` then merges whatever all shards finished into one report.
 """
-import os
-import platform
 import shutil
-import statistics
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -33,178 +29,22 @@ from onmt_posenc.experiments import curves
 from onmt_posenc.hooks import stock
 from onmt_posenc.model.checkpoints import is_complete
 from onmt_posenc.core.scoring import corpus_bleu, is_joined, split_scores
-from onmt_posenc.experiments.state import goes_on, run_state
-from onmt_posenc.experiments.store import (AVERAGED, FAILURE, RESULT, WARM_START, corpus_files, data_dir,
-                                           evaluation_of, file_digest, longest_training_source, prepare_data,
-                                           prepare_phrases, read_stored, run_config, run_dir, run_fields,
-                                           warm_source_changed, write_json, write_text_atomically)
+from onmt_posenc.experiments.data_preparation import (corpus_files, longest_training_source, prepare_data,
+                                                      prepare_phrases)
+from onmt_posenc.experiments.opennmt_config import run_config
+from onmt_posenc.experiments.progress import DeviceWatch, Progress, machine, train_progress
+from onmt_posenc.experiments.records import read_stored
+from onmt_posenc.experiments.run_analyses import RunAnalyses
+from onmt_posenc.experiments.run_checkpoints import checkpoint_step, keep_newest, resume_point, saved_checkpoints
+from onmt_posenc.experiments.state import evaluation_of, interrupted_why, run_state
+from onmt_posenc.experiments.store import (AVERAGED, FAILURE, INTERRUPTED, RESULT, WARM_START, data_dir, file_digest,
+                                           run_dir, run_fields, write_json, write_text_atomically)
 from onmt_posenc.core.text import read_lines, scan_text
 
 # The seconds onmt_build_vocab took, in the run's folder
 VOCAB_SECONDS = "logs/build_vocab_seconds.json"
 # Whether training shared the machine (DeviceWatch), over every invocation of onmt_train
 DEVICE = "logs/device_sharing.json"
-# Analyses of one model, run right after its evaluation; the report puts them side by side.
-PER_RUN_ANALYSES = ("length_buckets", "shift_invariance", "position_ablation", "token_nll", "swapped")
-
-
-def machine():
-    """What the runs ran on, for the report's speed column."""
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return {"cpu": cpu, "cores": os.cpu_count(), "gpus": gpus, "torch": torch.__version__}
-
-
-def checkpoint_step(path):
-    return int(Path(path).stem.rsplit("_", 1)[1])
-
-
-def saved_checkpoints(run_dir):
-    """The run's checkpoints, oldest first."""
-    return sorted(Path(run_dir).glob("model_step_*.pt"), key=checkpoint_step)
-
-
-def newest_complete_checkpoint(run_dir, say):
-    """The newest checkpoint that loads; newer ones that do not (a save cut short by a
-    kill) are removed, so that averaging never picks them up."""
-    for path in reversed(saved_checkpoints(run_dir)):
-        if is_complete(path):
-            return path
-        say(f"{path.name} is not a complete checkpoint; removed")
-        path.unlink()
-    return None
-
-
-def keep_newest(saved, keep):
-    """Remove all but the `keep` newest of the checkpoints `saved` (oldest first; keep <= 0:
-    all stay), as onmt_train's keep_checkpoint would have in one invocation: a resumed
-    onmt_train removes only the checkpoints it saved itself. Returns those kept."""
-    if keep <= 0 or len(saved) <= keep:
-        return saved
-    for path in saved[:-keep]:
-        path.unlink()
-    return saved[-keep:]
-
-
-class Progress:
-    """One line per event on stderr: which run, which step, and how long the rest should take.
-
-    ETAs come from the training speed so far (between OpenNMT-py's reports) and,
-    once a run has finished, from how long the finished runs took."""
-
-    def __init__(self, total, stream=None):
-        self.total = total
-        self.stream = stream or sys.stderr
-        self.durations = []  # seconds of each run finished in this invocation
-        self.after_training = []  # seconds each of them spent after training
-        self.index, self.run_id = 0, ""
-        self.train_end = 0.0
-
-    @staticmethod
-    def clock(seconds):
-        seconds = int(max(seconds, 0))
-        return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-    def say(self, text):
-        print(f"[{self.index}/{self.total} {self.run_id}] {text}", file=self.stream, flush=True)
-
-    def start_run(self, index, run_id):
-        self.index, self.run_id, self.run_start = index, run_id, time.time()
-        self.say("start")
-
-    def start_training(self, from_step=0):
-        self.train_start, self.from_step, self.first_report = time.time(), from_step, None
-        self.say("train")
-
-    def end_training(self):
-        self.train_end = time.time()
-
-    def train_step(self, step, total):
-        now = time.time()
-        if self.first_report is None:  # from the first report on, start-up time no longer counts
-            self.first_report = (step, now)
-            rate = (step - self.from_step) / max(now - self.train_start, 1e-9)
-        else:
-            first_step, first_time = self.first_report
-            rate = (step - first_step) / max(now - first_time, 1e-9)
-        training_eta = (total - step) / rate if rate > 0 else 0.0
-        mean = statistics.mean
-        rest_of_run = training_eta + (mean(self.after_training) if self.after_training else 0.0)
-        this_run = now - self.run_start + rest_of_run
-        other_runs = (self.total - self.index) * (mean(self.durations) if self.durations else this_run)
-        self.say(f"train step {step}/{total} ({100 * step // max(total, 1)}%), {rate:.1f} steps/s, "
-                 f"run ETA {self.clock(rest_of_run)}, all runs ETA ~{self.clock(rest_of_run + other_runs)}")
-
-    def end_run(self, status):
-        seconds = time.time() - self.run_start
-        if status == "finished" and self.train_end > self.run_start:
-            self.durations.append(seconds)
-            self.after_training.append(time.time() - self.train_end)
-        self.say(f"{status} in {self.clock(seconds)}")
-
-
-class DeviceWatch:
-    """Whether training shared its machine, sampled at each of onmt_train's reports: the
-    other onmt_train processes running (other shards on the GPU or the CPU) and the load
-    average against the cores. A speed measured beside other work says nothing about
-    the method (claims.speed)."""
-
-    def __init__(self):
-        self.others, self.loads = [], []
-
-    def sample(self):
-        if hasattr(os, "getloadavg"):
-            self.loads.append(os.getloadavg()[0])
-        trainings = other_trainings()
-        if trainings is not None:
-            self.others.append(trainings)
-
-    def summary(self, earlier=None):
-        """This invocation's samples, merged with an earlier invocation's summary."""
-        earlier = earlier or {}
-        loads = self.loads + ([earlier["load_average"]] if earlier.get("load_average") is not None else [])
-        others = self.others + ([earlier["other_trainings"]] if earlier.get("other_trainings") is not None else [])
-        return {"other_trainings": max(others) if others else None,
-                "load_average": round(statistics.mean(loads), 2) if loads else None,
-                "cores": os.cpu_count(), "samples": len(self.loads) + earlier.get("samples", 0)}
-
-
-def other_trainings():
-    """How many onmt_train processes run on this machine besides one (ours); None where
-    processes cannot be listed (no /proc)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
-    count = 0
-    for cmdline in proc.glob("[0-9]*/cmdline"):
-        try:
-            arguments = cmdline.read_bytes().split(b"\0")
-        except OSError:  # the process ended meanwhile
-            continue
-        # the console script (python .../onmt_train) or the module; the first spawned worker's
-        # parent too: count the command line of each training once
-        count += any(Path(a.decode(errors="replace")).name == "onmt_train" for a in arguments[:2])
-    return max(count - 1, 0)
-
-
-def _train_progress(progress, watch):
-    """on_line for onmt_train: progress from its reports (curves.TRAIN_REPORT), and the
-    machine's sharing sampled at each."""
-
-    def on_line(line):
-        found = curves.TRAIN_REPORT.search(line)
-        if found:
-            progress.train_step(int(found.group(1)), int(found.group(2)))
-            watch.sample()
-
-    return on_line
 
 
 class RunExecutor:
@@ -214,7 +54,6 @@ class RunExecutor:
         self.experiment, self.run, self.files = experiment, run, files
         self.dir, self.progress = Path(run_dir), progress
         self.logs = self.dir / "logs"
-        self._model = None
 
     def stock(self, name, args, log_name, on_line=None, append=False):
         stock.run_logged(name, args, self.logs / f"{log_name}.log", on_line, append)
@@ -256,7 +95,7 @@ class RunExecutor:
             self.progress.start_training(checkpoint_step(resume_from) if resume_from else 0)
             watch = DeviceWatch()
             try:
-                self.stock("onmt_train", args, "train", _train_progress(self.progress, watch),
+                self.stock("onmt_train", args, "train", train_progress(self.progress, watch),
                            append=resume_from is not None)
             finally:  # an interrupted invocation's samples count too
                 earlier = read_stored(self.dir / DEVICE)[0] if (self.dir / DEVICE).is_file() else None
@@ -279,7 +118,8 @@ class RunExecutor:
             scores[name] = self.score(hyps[name], read_lines(files.ref),
                                       self.experiment.data[self.run.data].target_language)
         self.progress.say("BLEU " + ", ".join(f"{name} {score['bleu']:.2f}" for name, score in scores.items()))
-        analyses, errors = self.analyses(hyps)
+        analyses, errors = RunAnalyses(self.experiment, self.run, self.files, self.dir, self.progress, self.translate,
+                                       self.longest_source).run_all(hyps)
         curve = curves.read(self.logs / "train.log", config.get("valid_steps", curves.DEFAULT_VALID_STEPS))
         vocab_seconds, _ = read_stored(self.dir / VOCAB_SECONDS)
         evaluation_seconds = time.time() - evaluation_started
@@ -336,108 +176,11 @@ class RunExecutor:
             score["joined"] = split_scores(hyps, refs, language=language)
         return score
 
-    def analyses(self, hyps):
-        """The per-run analyses; one that fails is recorded with its log, and the run still counts."""
-        done, errors = {}, {}
-        (self.dir / "analyses").mkdir(exist_ok=True)
-        for name in PER_RUN_ANALYSES:
-            if name not in self.experiment.analyses:
-                continue
-            options = self.experiment.analyses[name]  # its sets exist: experiment.load checked them
-            self.progress.say(f"analysis {name}")
-            try:
-                result = getattr(self, name)(options, hyps)
-            except Exception as error:  # an analysis that breaks must not cost the run's BLEU
-                log = self.logs / f"analysis_{name}.log"
-                log.write_text(traceback.format_exc(), encoding="utf-8")
-                errors[name] = f"{type(error).__name__}: {error} (see {log})"
-                self.progress.say(f"analysis {name} failed: {errors[name]}")
-                continue
-            write_json(self.dir / "analyses" / f"{name}.json", result)
-            done[name] = f"analyses/{name}.json"
-        return done, errors
 
-    def model(self):
-        """The averaged model, loaded once for the analyses that run it in this process."""
-        from onmt_posenc.analysis import models
-
-        if self._model is None:
-            self._model = models.load_model(self.dir / AVERAGED)
-        return self._model
-
-    def length_buckets(self, options, hyps):
-        from onmt_posenc.analysis import length_buckets
-
-        return {name: length_buckets.bucket_scores(read_lines(self.files["eval"][name].src),
-                                                   read_lines(self.files["eval"][name].ref),
-                                                   hyps[name], options["width"], self.longest_source)
-                for name in options["sets"]}
-
-    def shift_invariance(self, options, hyps):
-        from onmt_posenc.analysis import models, shift_invariance
-
-        files = self.files["eval"][options["set"]]
-        return shift_invariance.measure(self.model(), models.read_token_lines(files.src, options["sentences"]),
-                                        options["offsets"])
-
-    def position_ablation(self, options, hyps):
-        from onmt_posenc.analysis import models, position_ablation
-
-        files = self.files["eval"][options["set"]]
-        return position_ablation.ablate(self.model(), models.read_token_lines(files.src, options["sentences"]),
-                                        models.read_token_lines(files.tgt, options["sentences"]))
-
-    def token_nll(self, options, hyps):
-        """Per-sentence token NLLs and training frequencies, for the comparison across methods in the report."""
-        from onmt_posenc.analysis import models, token_nll
-
-        files = self.files["eval"][options["set"]]
-        tgt = models.read_token_lines(files.tgt)
-        nlls = token_nll.token_nlls(self.model(), models.read_token_lines(files.src), tgt)
-        counts = token_nll.training_frequencies(self.files["train"][1])
-        return {"set": options["set"], "nll": [None if n is None else [round(x, 5) for x in n] for n in nlls],
-                "frequency": token_nll.gold_frequencies(tgt, counts)}
-
-    def swapped(self, options, hyps):
-        """On the evaluation set `set` and, as the paper does, on the first `train_examples`
-        joined examples of the training corpus as the model saw it (sample/)."""
-        from onmt_posenc.analysis import swapped
-
-        workdir, name, sep = self.dir / "analyses" / "swapped", options["set"], options["sep"]
-        files = self.files["eval"][name]
-        language = self.experiment.data[self.run.data].target_language
-        results = {name: swapped.analyse(files.src, files.ref, workdir / name, self.translate, sep,
-                                         original_hyp=self.dir / "hyp" / f"{name}.txt", language=language)}
-        if options["train_examples"]:
-            src = self.dir / "sample" / "train.sample.src"  # the joined corpus, not single_pairs's
-            examples = swapped.training_examples(src, src.with_suffix(".tgt"), options["train_examples"],
-                                                 workdir / "train", sep)
-            results["train"] = (swapped.analyse(*examples, workdir / "train", self.translate, sep, language=language)
-                                if examples else
-                                {"applicable": False, "examples": 0,
-                                 "why": "not applicable: the training corpus joins no sentences"})
-        return results
-
-
-def resume_point(directory, config, say):
-    """Where an unfinished run goes on from: its newest complete checkpoint, if the run
-    was made with this config (or one with fewer updates); None (start clean) otherwise."""
-    try:
-        stored = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    if not isinstance(stored, dict) or not goes_on(stored, config):
-        say("an unfinished attempt with another config; starting again")
-        return None
-    if warm_source_changed(directory, config):
-        say(f"an unfinished attempt from {config['train_from']} as it was before it changed; starting again")
-        return None
-    return newest_complete_checkpoint(directory, say)
-
-
-def execute_run(experiment, run, files, progress):
+def execute_run(experiment, run, files, progress, command):
     """Run one grid point unless finished, going on from where an interrupted attempt
-    stopped; returns its record (finished or failed). What is stored decides (state.run_state)."""
+    stopped; returns its record (finished or failed). What is stored decides (state.run_state).
+    Stopped by a signal, it stores where it stopped and `command`, which goes on, and re-raises."""
     directory = run_dir(experiment, run)
     config = run_config(experiment, run, files)
     state = run_state(directory, config, experiment, experiment.data[run.data])
@@ -451,6 +194,8 @@ def execute_run(experiment, run, files, progress):
         if not saved or checkpoint_step(saved[-1]) < config.get("train_steps", curves.DEFAULT_TRAIN_STEPS):
             return {"id": run.id, "status": "failed", "log": str(directory / RESULT),
                     "error": f"{state.why}; but its last checkpoint is gone: remove that folder to run it again"}
+    if state.kind == "interrupted":
+        progress.say("interrupted before; going on")
     if state.kind in ("unreadable", "more_updates", "evaluated_otherwise"):
         progress.say(state.why)
         (directory / RESULT).unlink(missing_ok=True)  # unreadable: it, or the failure.json, goes
@@ -459,8 +204,15 @@ def execute_run(experiment, run, files, progress):
         shutil.rmtree(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / FAILURE).unlink(missing_ok=True)
+    (directory / INTERRUPTED).unlink(missing_ok=True)
     try:
         result = RunExecutor(experiment, run, files, directory, progress).execute(config, resume_from)
+    except KeyboardInterrupt:  # Ctrl-C or a scheduler's SIGTERM, while training or evaluating: not a failure
+        saved = saved_checkpoints(directory)
+        interrupted = {**run_fields(run), "status": "interrupted", "step": checkpoint_step(saved[-1]) if saved else None,
+                       "command": command}
+        write_json(directory / INTERRUPTED, {**interrupted, "error": interrupted_why(interrupted)})
+        raise
     except Exception as error:  # any failure of this run; an interruption (KeyboardInterrupt) stops all
         log = getattr(error, "log_path", None)
         if log is None:
@@ -474,8 +226,9 @@ def execute_run(experiment, run, files, progress):
     return result
 
 
-def run_all(experiment, runs, stream=None):
-    """Execute `runs` in order; returns their records. Data is prepared once per setting."""
+def run_all(experiment, runs, command, stream=None):
+    """Execute `runs` in order; returns their records. Data is prepared once per setting.
+    `command`: the command line that goes on where this one stops (stored with an interrupted run)."""
     progress = Progress(len(runs), stream)
     prepared, records = {}, []
     for index, run in enumerate(runs, 1):
@@ -485,7 +238,7 @@ def run_all(experiment, runs, stream=None):
                 prepared[run.data] = prepare_data(experiment.data[run.data], data_dir(experiment, run.data))
             if experiments.needs_target_phrases(run.config):
                 prepare_phrases(prepared[run.data], data_dir(experiment, run.data), progress.say)
-            record = execute_run(experiment, run, prepared[run.data], progress)
+            record = execute_run(experiment, run, prepared[run.data], progress, command)
         except (OSError, ValueError) as error:  # the data of this setting is unusable
             record = {"id": run.id, "status": "failed", "error": f"data: {error}", "log": None}
         progress.end_run(record["status"])

@@ -83,6 +83,8 @@ from onmt_posenc.data.synthetic import SyntheticTask
 TOP_KEYS = {"name", "output", "recipe", "settings", "methods", "baseline", "data", "grid", "evaluation", "analyses",
             "tensorboard"}
 GRID_AXES = {"method", "data", "seed", "K"}
+# The option the grid's K axis sets (SHAPE's K)
+K_OPTION = "shape_max_shift"
 ANALYSES = {
     "length_buckets": {"sets": None, "width": 10},
     "shift_invariance": {"set": None, "offsets": [0, 100, 250, 500], "sentences": 200},
@@ -218,16 +220,26 @@ def shown(value):
     return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip()
 
 
+def position_schemes(config):
+    """The (encoder, decoder) position scheme classes of a run's config (as
+    onmt_posenc.model.positions registers them); None for a name no scheme has (the option
+    checks refuse it)."""
+    from onmt_posenc.model.positions import POSITION_ENCODINGS, side_schemes
+
+    return tuple(POSITION_ENCODINGS.get(name) for name in side_schemes(config.get))
+
+
 def needs_target_phrases(config):
-    """Does a run's config train phrase-level perSPE on the decoder (perspe_unit phrase,
-    the default), which reads a phrase file beside its training target?"""
-    target = config.get("tgt_position_encoding") or ("perspe" if config.get("perspe_range") is not None else None)
-    return target == "perspe" and config.get("perspe_unit") in (None, "phrase")
+    """Does a run's config train a decoder on the phrases of its training target (phrase-level
+    perSPE), from a phrase file that the runner makes beside it? Its scheme says so."""
+    _, target = position_schemes(config)
+    return target is not None and target.needs_target_phrases(config.get)
 
 
 def uses_shape(config):
-    return config.get("shape_max_shift") is not None or "shape" in (
-        config.get("src_position_encoding"), config.get("tgt_position_encoding"))
+    """Does a run's method take the grid's K (SHAPE's shape_max_shift): a scheme of it reads it?"""
+    return config.get(K_OPTION) is not None or any(K_OPTION in scheme.option_names
+                                                   for scheme in position_schemes(config) if scheme is not None)
 
 
 def warm_start_source(data, earlier, run, path):

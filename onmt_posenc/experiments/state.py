@@ -1,9 +1,12 @@
 """Where a run of an experiment stands, decided in one place for the runner (which acts on it)
-and the report (which shows it), with the same words.
+and the report (which shows it), with the same words: whether what is stored is what the
+experiment file makes now (its settings, the model it started from, its evaluation).
 
     missing               nothing stored yet
     unreadable            a result.json or failure.json that cannot be read or used
     failed                its failure.json
+    interrupted           its interrupted.json: stopped by a signal; the same command goes on
+                          from its newest checkpoint
     finished              its result.json, made with the file's settings and evaluation
     more_updates          finished with fewer updates than the file asks now (train_steps
                           raised, nothing else): training goes on from its newest checkpoint
@@ -12,14 +15,17 @@ and the report (which shows it), with the same words.
     evaluated_otherwise   finished, but evaluated with other evaluation settings: evaluated
                           again from its checkpoints, without training
 """
+import json
 from pathlib import Path
 from typing import NamedTuple
 
 import yaml
 
+from onmt_posenc.core.scoring import LANGUAGE_TOKENIZERS
 from onmt_posenc.experiments import curves
-from onmt_posenc.experiments.store import (FAILURE, RESULT, evaluated_otherwise, is_stale, read_stored, settings_of,
-                                           warm_source_changed)
+from onmt_posenc.experiments.records import read_stored
+from onmt_posenc.experiments.spec import RUNNER_KEYS
+from onmt_posenc.experiments.store import FAILURE, INTERRUPTED, RESULT, WARM_START, file_digest, read_json
 
 # The states a finished run's figures are left out of the report's tables for
 STALE = ("more_updates", "other_settings", "warm_source_changed", "evaluated_otherwise")
@@ -29,6 +35,82 @@ class RunState(NamedTuple):
     kind: str  # one of the states above
     why: str  # what it means for this run, in the words the runner and the report both show
     record: dict = None  # the stored result or failure, where one was read
+
+
+def settings_of(config):
+    """What a run's OpenNMT-py config says about the experiment: all but the paths the
+    runner sets inside the output folder (its runs' files, the copies of cut corpora),
+    so that a moved or copied output folder holds the same runs. Corpora elsewhere
+    stay as they are: other files are another run. Which GPU a run trains on
+    (`gpu_ranks`) is the machine's, stored in its result's `machine`, not the
+    experiment's: a run made on CPU and one made with `--set settings.gpu_ranks=[0]`
+    are the same run (`world_size` stays: it multiplies the batch)."""
+    settings = {key: value for key, value in config.items() if key not in (*RUNNER_KEYS, "gpu_ranks")}
+    if "save_model" not in config:
+        return {**settings, "data": config.get("data"), "train_from": config.get("train_from")}
+    output = Path(config["save_model"]).parents[3]  # <output>/<data>/<method>/seed<n>/model
+
+    def inside_output(path):
+        path = Path(path)
+        return f"<output>/{path.relative_to(output).as_posix()}" if path.is_relative_to(output) else str(path)
+
+    if config.get("train_from"):  # warm_start: the model the run started from is part of what it is
+        settings["train_from"] = inside_output(config["train_from"])
+    settings["data"] = {name: {key: inside_output(value) if key.startswith("path_") else value
+                               for key, value in corpus.items()}
+                        for name, corpus in (config.get("data") or {}).items()}
+    return settings
+
+
+def is_stale(record, config):
+    """A finished run whose stored config has other settings than `config` (what the
+    experiment file makes now)."""
+    return settings_of(record.get("config") or {}) != settings_of(config)
+
+
+def warm_source_changed(directory, config):
+    """Has the model a warm-started run started from changed since (its source trained
+    further, trained again, or removed)? Its identity names that model by path only, so
+    the run keeps the model's digest (WARM_START) and compares; without it, nothing
+    vouches for the model it started from."""
+    if not config.get("train_from"):
+        return False
+    if not (Path(directory) / WARM_START).is_file():
+        return True
+    try:
+        stored = read_json(Path(directory) / WARM_START).get("sha256")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return True  # unreadable: nothing vouches for the model it started from
+    return stored != file_digest(config["train_from"])
+
+
+def evaluation_of(experiment, setting):
+    """What a run's scores and analyses depend on besides its model: the evaluation sets
+    (each file's SHA-256, the lines taken and joined; a synthetic task's parameters), the
+    translate options (but the GPU), the checkpoints averaged and the analyses' options. Stored in
+    result.json; a finished run whose evaluation is not what the file makes now is
+    evaluated again from its checkpoints (runner), stale until then (report)."""
+    sets = {name: {"src": file_digest(pair.src), "tgt": file_digest(pair.tgt),
+                   "ref": file_digest(pair.ref) if pair.ref else None,
+                   "lines": pair.lines, "join": setting.interpolate or pair.join,
+                   # the documents that bound joined lines
+                   **({"docids": file_digest(pair.docids)} if pair.docids and (setting.interpolate or pair.join)
+                      else {})}
+            for name, pair in setting.eval_sets.items() if pair is not None}  # synthetic: generated later
+    # which GPU translates (`gpu`) is the machine's, as gpu_ranks is in settings_of
+    translate = {key: value for key, value in experiment.translate.items() if key != "gpu"}
+    evaluation = {"sets": sets, "synthetic": setting.synthetic.__dict__ if setting.synthetic else None,
+                  "translate": translate, "average_last": experiment.average_last,
+                  "analyses": experiment.analyses}
+    if setting.target_language in LANGUAGE_TOKENIZERS:  # scored with another tokenizer than 13a
+        evaluation["target_language"] = setting.target_language
+    return json.loads(json.dumps(evaluation, default=str))  # as result.json will read it back
+
+
+def evaluated_otherwise(record, experiment, setting):
+    """Was a finished run evaluated with other evaluation settings than the file's now
+    (or without them recorded)?"""
+    return record.get("evaluation") != evaluation_of(experiment, setting)
 
 
 def goes_on(stored, config):
@@ -41,10 +123,17 @@ def goes_on(stored, config):
     return old.pop("train_steps", steps) <= new.pop("train_steps", steps) and old == new
 
 
+def interrupted_why(record):
+    """What an interrupted run's record means, in the words the runner and the report show."""
+    at = f" at update {record['step']}" if record.get("step") else " before its first checkpoint"
+    command = f"`{record['command']}`" if record.get("command") else "the same `onmt-posenc run` command"
+    return f"interrupted{at}; {command} goes on from where it stopped"
+
+
 def run_state(directory, config, experiment, setting):
     """The state of the run stored in `directory`, whose config the file makes as `config`."""
     directory = Path(directory)
-    for name in (RESULT, FAILURE):
+    for name in (RESULT, FAILURE, INTERRUPTED):
         if (directory / name).is_file():
             record, unreadable = read_stored(directory / name)
             break
@@ -53,6 +142,8 @@ def run_state(directory, config, experiment, setting):
     if unreadable:
         return RunState("unreadable", f"{unreadable}; `onmt-posenc run` does this run again from its newest "
                                       "checkpoint")
+    if record["status"] == "interrupted":
+        return RunState("interrupted", interrupted_why(record), record)
     if record["status"] != "finished":
         return RunState("failed", record.get("error") or "failed", record)
     if warm_source_changed(directory, config):

@@ -9,39 +9,37 @@ from pathlib import Path
 
 import torch
 
-from onmt_posenc.model.export import (EXPORT_FILES, METADATA_KEY, DROPPED_BY_FLASH_ATTENTION,
-                                      STACKS, NotExportableError, OutputFolderError, attention_positions,
-                                      check_exportable, flash_attention_tripwire, metadata, model_options,
-                                      position_term, positions_in_attention, attention_option)
+from onmt_posenc.model.export import (EXPORT_FILES, METADATA_KEY, STACKS, NotExportableError, OutputFolderError,
+                                      attention_option, attention_variant, check_exportable, flash_attention_tripwire,
+                                      metadata, model_options, position_term, positions_in_attention,
+                                      positions_in_the_attention)
 
 
 def _exporting(stock_build_spec):
     """Wrap a converter function (opt, variables, ...) -> model spec: give it each
-    side's position table, then set each side's embedding scale and, in an
-    encoder-decoder model, the rotary positions or T5 bias it leaves out."""
+    side's position table, then set each side's embedding scale and add the positions in
+    the attention that it leaves out (rotary, T5's bias: the variant's `ctranslate2_attention`)."""
 
     @functools.wraps(stock_build_spec)
     def build_spec(opt, variables, *args, **kwargs):
         model_opt = model_options(opt)
-        method = attention_positions(model_opt)
+        variant = attention_variant(model_opt)
         terms, tables = {}, {}
         for side, stack in STACKS.items():
             if f"{stack}.embeddings.make_embedding.emb_luts.0.weight" not in variables:
                 continue  # a decoder-only model has no encoder
             terms[side] = term = position_term(model_opt, variables, side)
-            if method is not None and not term.is_zero():
+            if positions_in_the_attention(variant) and not term.is_zero():
                 raise NotExportableError(
                     f"{side}_position_encoding {getattr(model_opt, f'{side}_position_encoding')} with "
                     f"{attention_option(model_opt)}: a CTranslate2 stack has positions in its "
                     "attention or a position table, not both"
                 )
             tables[f"{stack}.embeddings.make_embedding.pe.pe"] = term.table
-        # The stock converter builds encoder-decoder models without rotary
-        # positions or T5's bias; they are added to its spec below.
-        stock_leaves_out = method in ("rotary", "t5") and model_opt.decoder_type != "transformer_lm"
-        if stock_leaves_out and method == "t5":
-            # T5's max distance, max_relative_positions, would make it build Shaw
-            # layers and look for their tables: it builds absolute ones instead.
+        stock_leaves_out = variant.ctranslate2_attention(model_opt) is not None
+        if stock_leaves_out:
+            # max_relative_positions (T5's max distance, the window of a variant, ...) would make
+            # it build Shaw layers and look for their tables: it builds absolute ones instead.
             opt = argparse.Namespace(**vars(opt))
             opt.max_relative_positions = 0
         spec = stock_build_spec(opt, collections.ChainMap(tables, variables), *args, **kwargs)
@@ -49,8 +47,8 @@ def _exporting(stock_build_spec):
             getattr(spec, STACKS[side]).scale_embeddings = term.scale
         spec.config.layer_norm_epsilon = model_opt.norm_eps
         if stock_leaves_out:
-            positions_in_attention(spec, model_opt, variables, method)
-        if method in DROPPED_BY_FLASH_ATTENTION:
+            positions_in_attention(spec, model_opt, variables, variant)
+        if not variant.survives_flash_attention:
             flash_attention_tripwire(spec.decoder, terms["tgt"].table.size(1))
         spec.config.add_attribute(METADATA_KEY, metadata(model_opt, terms))
         return spec

@@ -158,11 +158,11 @@ def carry_target_phrases():
     position module as one more column of batch["tgt"] (appended after
     `dynamic_iterator.tensorify`), so batching, device moves and NMTModel's
     `tgt[:, :-1]` carry them with no change. `Embeddings.forward` takes the column
-    off before the look-up tables and hands it to a perSPE `pe`."""
+    off before the look-up tables and hands it to a `pe` that reads phrases (perSPE's: a
+    `phrases(groups)` context, see PositionScheme.needs_target_phrases)."""
     from onmt.inputters import dynamic_iterator
     from onmt.modules.embeddings import Embeddings
 
-    from onmt_posenc.model.positions.perturbed import PerturbedSinusoidalEncoding
     from onmt_posenc.data.transforms.phrase_boundaries import attach_phrase_groups
 
     stock_tensorify = dynamic_iterator.tensorify
@@ -184,7 +184,7 @@ def carry_target_phrases():
             return stock_forward(self, source, step=step)
         source, groups = source[:, :, :-1], source[:, :, -1]
         pe = getattr(self.make_embedding, "pe", None)
-        if not isinstance(pe, PerturbedSinusoidalEncoding):
+        if not hasattr(pe, "phrases"):
             return stock_forward(self, source, step=step)
         with pe.phrases(groups):
             return stock_forward(self, source, step=step)

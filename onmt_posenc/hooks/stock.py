@@ -6,12 +6,17 @@ through its start-up hook, not through anything done here.
 """
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from onmt_posenc.core.errors import UserError
 
-class StockCommandError(RuntimeError):
+
+class StockCommandError(UserError, RuntimeError):
+    """A stock command failed on input that passed the checks: its log says why (exit status 1)."""
+
     def __init__(self, name, returncode, log_path):
         last = last_error_line(log_path)
         super().__init__(f"{name} exited with status {returncode}" + (f": {last}" if last else "")
@@ -47,7 +52,9 @@ def run_logged(name, args, log_path, on_line=None, append=False):
     """Run `name args...`, its stdout and stderr going to `log_path` (after what it
     holds, with `append`); `on_line` sees each line.
 
-    Raises StockCommandError naming the log when the command fails. If this
+    Raises StockCommandError naming the log when the command fails, and KeyboardInterrupt
+    when it was stopped by Ctrl-C or SIGTERM (a scheduler stops the whole job: the command
+    may see the signal before this process does, and is then stopped, not failed). If this
     process is interrupted, the child is stopped too.
     """
     log_path = Path(log_path)
@@ -68,6 +75,8 @@ def run_logged(name, args, log_path, on_line=None, append=False):
             if process.poll() is None:
                 process.kill()
                 process.wait()
+    if returncode in (-signal.SIGINT, -signal.SIGTERM):
+        raise KeyboardInterrupt
     if returncode != 0:
         raise StockCommandError(name, returncode, log_path)
 

@@ -4,7 +4,10 @@
 build a CTranslate2 model from an OpenNMT-py checkpoint in
 `ctranslate2.converters.opennmt_py`. `onmt_posenc.hooks.ctranslate2.install()` (run by `onmt_posenc.startup` once
 that module is imported) wraps four of its functions so that they export what
-`onmt_translate` computes:
+`onmt_translate` computes. What is written for positions in the attention, or why it
+is refused, each self-attention variant says in its file (`SelfAttention`'s export
+class methods: `export_refusal`, `ctranslate2_attention`, `ctranslate2_layer`,
+`export_record`, `survives_flash_attention`); this module asks them, never a name:
 
 - Absolute positions. CTranslate2 computes `embedding * scale + table[position]`
   per side. The table and the scale are read off the side's own position module
@@ -71,7 +74,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from onmt_posenc.core.errors import UserError
@@ -83,11 +85,6 @@ SELF_ATTENTION_SCOPES = {
     "decoder": "decoder.transformer_layers.{}.self_attn",
 }
 METADATA_KEY = "onmt_posenc"
-# The first CTranslate2 release checked to add each layer's own T5 bias table when
-# a stack's tables differ (4.8.1's source adds the first layer's in every layer).
-T5_PER_LAYER_TABLES = "4.8.5"
-# The positions in the attention that CTranslate2's flash attention leaves out.
-DROPPED_BY_FLASH_ATTENTION = ("shaw", "t5")
 FLASH_ATTENTION_NOTE = (
     "Do not run this model with flash_attention=True: CTranslate2's flash attention "
     "drops relative positions. onmt_posenc.model.export.open_translator refuses it; a "
@@ -184,13 +181,19 @@ def position_term(model_opt, variables, side):
     return PositionTerm(scale.mean().item(), table.float())
 
 
-def attention_positions(model_opt):
-    """The positions OpenNMT-py's self-attention adds: the onmt_posenc.model.attention
-    variant ('t5', 'rotary', 'alibi', 'shaw' or 'music'); None if it adds none."""
-    from onmt_posenc.model.attention import scheme_of
+def attention_variant(model_opt):
+    """The class of the model's self-attention variant (onmt_posenc.model.attention): its
+    file says how it exports."""
+    from onmt_posenc.model.attention import attention_variant as chosen
 
-    method = scheme_of(model_opt, model_opt.relative_attention)
-    return None if method == "absolute" else method
+    return chosen(model_opt)
+
+
+def positions_in_the_attention(variant):
+    """Does the variant put positions in the attention (all but absolute positions do)?"""
+    from onmt_posenc.model.attention.self_attention import SelfAttention
+
+    return variant is not SelfAttention
 
 
 def attention_option(model_opt):
@@ -200,62 +203,32 @@ def attention_option(model_opt):
     return f"max_relative_positions {model_opt.max_relative_positions}"
 
 
-def _release(version):
-    """'4.8.5' -> (4, 8, 5), to compare versions."""
-    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
-
-
 def check_exportable(model_opt):
     """Raise NotExportableError for what CTranslate2 cannot run, saying why: each
     self-attention variant says it of itself (`export_refusal`, in its file)."""
-    import ctranslate2
-
-    from onmt_posenc.model.attention import ATTENTIONS
-
-    method = attention_positions(model_opt)
-    refusal = ATTENTIONS[method or "absolute"].export_refusal(model_opt)
+    variant = attention_variant(model_opt)
+    refusal = variant.export_refusal(model_opt)
     if refusal is not None:
         raise NotExportableError(refusal)
-    if method is not None and getattr(model_opt, "relative_positions_side", None) not in (None, "both"):
+    if positions_in_the_attention(variant) and getattr(model_opt, "relative_positions_side", None) not in (None, "both"):
         raise NotExportableError(
             f"relative_positions_side {model_opt.relative_positions_side}: CTranslate2's OpenNMT-py converter "
             "builds the self-attention of both stacks alike, positions in the attention or none"
         )
-    if method == "t5" and _release(ctranslate2.__version__) < _release(T5_PER_LAYER_TABLES):
-        raise NotExportableError(
-            f"relative_positions_buckets {model_opt.relative_positions_buckets} (T5 bias) with "
-            f"CTranslate2 {ctranslate2.__version__}: before {T5_PER_LAYER_TABLES} it adds the first "
-            "layer's bias table in every layer of a stack (T5 shares one), and OpenNMT-py "
-            "learns a table per layer"
-        )
 
 
 def metadata(model_opt, sides=tuple(STACKS)):
-    """What config.json records of the model's positions (key `onmt_posenc`)."""
-    info = {f"{side}_position_encoding": getattr(model_opt, f"{side}_position_encoding") for side in sides}
-    if "shape" in info.values():
-        info["shape_inference_offset"] = model_opt.shape_inference_offset
-    method = attention_positions(model_opt)
-    if method == "shaw":
-        info.update(
-            max_relative_positions=model_opt.max_relative_positions,
-            relative_attention=model_opt.relative_attention,
-            relative_values=model_opt.relative_values,
-        )
-    elif method == "t5":
-        info.update(
-            relative_positions_buckets=model_opt.relative_positions_buckets,
-            max_relative_positions=model_opt.max_relative_positions,
-            minimum_ctranslate2=T5_PER_LAYER_TABLES,
-        )
-    elif method == "rotary":
-        info.update(
-            max_relative_positions=model_opt.max_relative_positions,
-            rotary_interleave=model_opt.rotary_interleave,
-            rotary_theta=model_opt.rotary_theta,
-            rotary_dim=model_opt.rotary_dim,
-        )
-    if method in DROPPED_BY_FLASH_ATTENTION:
+    """What config.json records of the model's positions (key `onmt_posenc`): each side's
+    scheme and what the schemes and the attention variant record of their options."""
+    from onmt_posenc.model.positions import POSITION_ENCODINGS
+
+    schemes = {f"{side}_position_encoding": getattr(model_opt, f"{side}_position_encoding") for side in sides}
+    info = dict(schemes)
+    for name in dict.fromkeys(schemes.values()):
+        info.update(POSITION_ENCODINGS[name].export_record(model_opt))
+    variant = attention_variant(model_opt)
+    info.update(variant.export_record(model_opt))
+    if not variant.survives_flash_attention:
         info["flash_attention"] = FLASH_ATTENTION_NOTE
     return info
 
@@ -272,24 +245,14 @@ def flash_attention_tripwire(decoder_spec, dim):
     vars(decoder_spec)["position_encodings"] = tripwire
 
 
-def positions_in_attention(spec, model_opt, variables, method):
-    """Add the model's rotary positions or T5 bias to the self-attention of every
-    layer of an encoder-decoder spec that the stock converter built for absolute
-    positions. Which attributes, of which types: those that CTranslate2's own
-    `MultiHeadAttentionSpec` constructor declares for them. The stacks lose their
-    position tables: CTranslate2 never reads one in a stack with positions in its
-    attention."""
-    from ctranslate2.specs.attention_spec import MultiHeadAttentionSpec
-
-    if method == "rotary":
-        declared = MultiHeadAttentionSpec(
-            self_attention=True,
-            rotary_dim=model_opt.rotary_dim,
-            rotary_interleave=model_opt.rotary_interleave,
-            rotary_base=model_opt.rotary_theta,
-        )
-    else:
-        declared = MultiHeadAttentionSpec(self_attention=True, relative_attention_bias=True)
+def positions_in_attention(spec, model_opt, variables, variant):
+    """Add the variant's positions (rotary, T5's bias, ...) to the self-attention of every
+    layer of an encoder-decoder spec that the stock converter built for absolute positions:
+    the attributes of the variant's `ctranslate2_attention` (those CTranslate2's own
+    `MultiHeadAttentionSpec` constructor declares for them, of their types), then each
+    layer's values (`ctranslate2_layer`). The stacks lose their position tables:
+    CTranslate2 never reads one in a stack with positions in its attention."""
+    declared = variant.ctranslate2_attention(model_opt)
     for stack, scope in SELF_ATTENTION_SCOPES.items():
         stack_spec = getattr(spec, stack)
         delattr(stack_spec, "position_encodings")
@@ -298,9 +261,7 @@ def positions_in_attention(spec, model_opt, variables, method):
             for name, value in vars(declared).items():
                 # Specs are frozen to the attributes their constructor made: added past the guard.
                 vars(attention).setdefault(name, value)
-            if method == "t5":
-                attention.relative_attention_bias = variables[f"{scope.format(i)}.relative_attention_bias.weight"]
-                attention.relative_attention_max_distance = np.int32(model_opt.max_relative_positions)
+            variant.ctranslate2_layer(attention, model_opt, variables, scope.format(i), stack == "decoder")
 
 
 def read_metadata(model_dir):
@@ -315,13 +276,15 @@ def open_translator(model_dir, **kwargs):
     than the model needs."""
     import ctranslate2
 
+    from onmt_posenc.model.attention.self_attention import ctranslate2_before
+
     info = read_metadata(model_dir)
     if kwargs.get("flash_attention") and "flash_attention" in info:
         raise FlashAttentionRefusedError(f"{model_dir}: {FLASH_ATTENTION_NOTE}")
     needed = info.get("minimum_ctranslate2")
-    if needed and _release(ctranslate2.__version__) < _release(needed):
+    if needed and ctranslate2_before(needed):
         raise CTranslate2TooOldError(
-            f"{model_dir}: its T5 bias has a table per layer, which CTranslate2 before {needed} "
-            f"replaces by the first layer's; this is CTranslate2 {ctranslate2.__version__}"
+            f"{model_dir}: its self-attention is computed as OpenNMT-py computes it from CTranslate2 {needed} on "
+            f"(config.json records minimum_ctranslate2); this is CTranslate2 {ctranslate2.__version__}"
         )
     return ctranslate2.Translator(str(model_dir), **kwargs)

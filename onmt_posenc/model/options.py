@@ -14,7 +14,7 @@ class ModelOptionsError(UserError, ValueError):
 
 def add_model_options(parser):
     from onmt_posenc.model.attention import ATTENTIONS, SIDES, relative_attention_choices
-    from onmt_posenc.model.positions import POSITION_ENCODINGS
+    from onmt_posenc.model.positions import POSITION_ENCODINGS, implied_schemes_help
 
     group = parser.add_argument_group("Position representations (onmt-posenc)")
     for side, where in (("src", "encoder"), ("tgt", "decoder")):
@@ -23,11 +23,8 @@ def add_model_options(parser):
             f"-{side}_position_encoding",
             choices=tuple(POSITION_ENCODINGS),
             default=None,
-            help=f"Absolute position encoding of the {where} embeddings. Unset: 'shape' "
-            "if shape_max_shift is set, else 'sinusoidal' with -position_encoding, "
-            "else 'none'; the decoder's is 'perspe' if perspe_range is set. Every other "
-            "scheme (e.g. 'randomized', Ruoss et al. 2023; 'cape', Likhomanenko et al. 2021) "
-            "is chosen by name.",
+            help=f"Absolute position encoding of the {where} embeddings. Unset: {implied_schemes_help()}. "
+            "Every other scheme is chosen by name.",
         )
     for scheme in POSITION_ENCODINGS.values():
         scheme.add_options(group)
@@ -38,7 +35,8 @@ def add_model_options(parser):
         default=None,
         help="Self-attention with positions of its own: " + "; ".join(
             f"'{name}': {ATTENTIONS[name].summary}" for name in relative_attention_choices())
-        + ". Unset: 'shaw' when max_relative_positions > 0.",
+        + ". Unset: " + ", ".join(f"'{name}' {variant.implied_when}" for name, variant in ATTENTIONS.items()
+                                  if variant.implied_when) + ".",
     )
     group.add(
         "--relative_positions_side",
@@ -60,7 +58,7 @@ def resolve_attention_options(opt):
     Raises ValueError naming the option at fault; also for two mistakes OpenNMT-py
     meets only with a bare assert when it builds the model, or a garbled message.
     """
-    from onmt_posenc.model.attention import ATTENTIONS, STOCK_SCHEMES, attention_scheme
+    from onmt_posenc.model.attention import ATTENTIONS, attention_scheme, relative_attention_choices
 
     if getattr(opt, "position_encoding", False) and opt.max_relative_positions != 0:
         raise ValueError(
@@ -85,20 +83,21 @@ def resolve_attention_options(opt):
         if opt.max_relative_positions < 0:
             raise ValueError(f"relative_positions_buckets needs max_relative_positions >= 0, T5's max "
                              f"distance (T5 uses 128), got {opt.max_relative_positions}")
-        for key, ignored in (("relative_attention", "shaw"), ("relative_values", "shared")):
+        # OpenNMT-py's Shaw (the variant max_relative_positions implies), which T5 buckets override,
+        # and which this extension's checkpoints from before 2026-11-24 carry as filled-in defaults
+        implied = attention_scheme(0, opt.max_relative_positions, None)
+        for key, ignored in (("relative_attention", implied), ("relative_values", "shared")):
             value = getattr(opt, key, None)
             if value not in (None, ignored):
                 raise ValueError(f"{key} {value} is set but relative_positions_buckets chooses T5's bias")
-            # OpenNMT-py's Shaw, which T5 buckets override (and this extension's checkpoints
-            # from before 2026-11-24 carry as a filled-in default)
             setattr(opt, key, None)
         return opt
     side = getattr(opt, "relative_positions_side", None)
     scheme = attention_scheme(0, opt.max_relative_positions, getattr(opt, "relative_attention", None))
-    if side is not None and scheme == "absolute":
+    if side is not None and scheme == attention_scheme(0, 0, None):  # the variant without positions
         raise ValueError(f"relative_positions_side {side} is set but no positions are in the attention "
                          "(max_relative_positions 0, no relative_positions_buckets, no relative_attention)")
-    if scheme in STOCK_SCHEMES:  # OpenNMT-py's own options chose it: ours have nothing to say
+    if scheme not in relative_attention_choices():  # OpenNMT-py's own options chose it: ours have nothing to say
         for key in ("relative_attention", "relative_values"):
             if getattr(opt, key, None) is not None:
                 raise ValueError(f"{key} is set but max_relative_positions is not > 0")
@@ -146,21 +145,9 @@ def resolve_position_options(opt):
     Raises ValueError naming the option at fault. Each scheme checks its own
     options (onmt_posenc.model.positions).
     """
-    from onmt_posenc.model.positions import POSITION_ENCODINGS
+    from onmt_posenc.model.positions import POSITION_ENCODINGS, side_schemes
 
-    for side in ("src", "tgt"):
-        key = f"{side}_position_encoding"
-        choice = getattr(opt, key, None)
-        if choice is None:
-            if side == "tgt" and opt.perspe_range is not None:
-                choice = "perspe"
-            elif opt.shape_max_shift is not None:
-                choice = "shape"
-            elif opt.position_encoding:
-                choice = "sinusoidal"
-            else:
-                choice = "none"
-            setattr(opt, key, choice)
+    opt.src_position_encoding, opt.tgt_position_encoding = side_schemes(lambda key: getattr(opt, key, None))
 
     for name, scheme in POSITION_ENCODINGS.items():
         scheme.check_options(opt, used=name in (opt.src_position_encoding, opt.tgt_position_encoding))

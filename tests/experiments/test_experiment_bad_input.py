@@ -12,8 +12,10 @@ import pytest
 from conftest import REPO, TOY_ENDE, command, head, run, write_yaml
 
 from onmt_posenc import experiments
-from onmt_posenc.experiments.store import (corpus_files, data_dir, evaluation_of, run_config, run_dir, run_fields,
-                                           write_json)
+from onmt_posenc.experiments.data_preparation import corpus_files
+from onmt_posenc.experiments.opennmt_config import run_config
+from onmt_posenc.experiments.state import evaluation_of
+from onmt_posenc.experiments.store import data_dir, run_dir, run_fields, write_json
 
 
 def experiment_file(tmp_path, **changes):

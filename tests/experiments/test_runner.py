@@ -14,7 +14,7 @@ import yaml
 from conftest import MULTI30K, REPO, TEST_DATA, TOY_ENDE, command, head, run, write_yaml
 
 from onmt_posenc import experiments
-from onmt_posenc.experiments import runner
+from onmt_posenc.experiments import progress as progress_module, run_checkpoints, runner
 from onmt_posenc.core.joining import join_lines
 from onmt_posenc.core.text import read_lines, write_lines
 from onmt_posenc.experiments.store import file_digest
@@ -165,7 +165,7 @@ def test_speed_claims_only_from_runs_that_trained_alone(tmp_path):
 
 
 def test_speed_ratios_only_between_runs_on_one_machine(tmp_path):
-    from onmt_posenc.experiments.report import relative_speeds
+    from onmt_posenc.experiments.report_runs import relative_speeds
 
     loaded = experiments.load(experiment_file(tmp_path))
     here, there = {"cpu": "A", "cores": 2}, {"cpu": "B", "cores": 64}
@@ -185,7 +185,8 @@ def test_a_recipe_whose_corpora_have_transforms_is_refused(tmp_path, recipe):
 
 
 def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
-    from onmt_posenc.experiments.store import prepare_data, run_config
+    from onmt_posenc.experiments.data_preparation import prepare_data
+    from onmt_posenc.experiments.opennmt_config import run_config
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
               "eval_examples": 7}
@@ -204,7 +205,9 @@ def test_single_pairs_mixes_the_training_files_as_a_second_corpus(tmp_path):
     """INTERPOLATE with single_pairs: W trains on the joined corpus and on its single
     pairs, W of those per joined example; validation stays joined. onmt_build_vocab
     reads both, and the swapped evaluation takes its examples from the joined one."""
-    from onmt_posenc.experiments.store import SINGLE_PAIRS_CORPUS, prepare_data, run_config, run_dir
+    from onmt_posenc.experiments.data_preparation import prepare_data
+    from onmt_posenc.experiments.opennmt_config import SINGLE_PAIRS_CORPUS, run_config
+    from onmt_posenc.experiments.store import run_dir
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
               "eval_examples": 7}
@@ -317,7 +320,7 @@ def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run
     assert re.search(r"\| warm/ape/seed1 \| stale \|.* before that model changed; remove that folder",
                      (output / "report.md").read_text())
     said = []  # unfinished, it starts again instead of going on from the old model's checkpoints
-    assert runner.resume_point(started, yaml.safe_load((started / "config.yaml").read_text()), said.append) is None
+    assert run_checkpoints.resume_point(started, yaml.safe_load((started / "config.yaml").read_text()), said.append) is None
     assert said == [f"an unfinished attempt from {source / 'averaged.pt'} as it was before it changed; starting again"]
 
 
@@ -604,16 +607,21 @@ def test_an_interrupted_run_goes_on_from_its_checkpoint_and_finished_runs_are_sk
             break
     rest = process.stderr.read()
     assert process.wait(timeout=60) == 130
-    assert "interrupted: finished runs are kept" in rest
-    assert not (interrupted / "result.json").exists()
+    going_on = f"onmt-posenc run {DEMO} --output {output} " + " ".join(f"--set {pair}" for pair in SCALED_DOWN)
+    assert f"interrupted: finished runs are kept; `{going_on}` goes on" in rest
+    assert not (interrupted / "result.json").exists() and not (interrupted / "failure.json").exists()
     first = interrupted / "model_step_8.pt"
     saved = first.stat()
     newest = max(int(p.stem.rsplit("_", 1)[1]) for p in interrupted.glob("model_step_*.pt"))
+    # stored as interrupted, with the update it had reached and the command that goes on
+    stored = json.loads((interrupted / "interrupted.json").read_text())
+    assert stored["status"] == "interrupted" and stored["step"] == newest and stored["command"] == going_on
 
     result = run(args, cwd=REPO, timeout=LONG)
     assert result.stderr.count("finished before; skipped") == 2
+    assert "[2/3 synthetic/shape/seed1] interrupted before; going on" in result.stderr
     assert f"[2/3 synthetic/shape/seed1] resume from model_step_{newest}.pt" in result.stderr
-    assert (interrupted / "result.json").is_file()
+    assert (interrupted / "result.json").is_file() and not (interrupted / "interrupted.json").exists()
     assert first.stat().st_mtime_ns == saved.st_mtime_ns and first.stat().st_ino == saved.st_ino
     stored = json.loads((interrupted / "result.json").read_text())
     assert stored["resumed_from"] == newest
@@ -628,13 +636,44 @@ def test_an_interrupted_run_goes_on_from_its_checkpoint_and_finished_runs_are_sk
     assert (output / "synthetic" / "ape" / "seed1" / "result.json").stat().st_mtime == before
 
 
+def test_a_job_stopped_while_it_translates_is_interrupted_not_failed(demo):
+    """A scheduler's SIGTERM reaches the whole job (the runner and onmt_translate) after
+    training has finished: the run is stored and reported as interrupted, with the command
+    that goes on, and that command evaluates it without training again."""
+    output, _ = demo
+    stopped = output / "synthetic" / "rpe" / "seed1"
+    (stopped / "result.json").unlink()  # its checkpoints stay: evaluated again, not trained
+    args = [command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN)]
+    process = subprocess.Popen([str(a) for a in args], cwd=REPO, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+    for line in process.stderr:
+        if "[3/3 synthetic/rpe/seed1] translate" in line:
+            os.killpg(process.pid, signal.SIGTERM)  # the runner and its onmt_translate alike
+            break
+    rest = process.stderr.read()
+    assert process.wait(timeout=60) == 130 and "FAILED" not in rest
+    assert not (stopped / "failure.json").exists()
+    stored = json.loads((stopped / "interrupted.json").read_text())
+    assert stored["status"] == "interrupted" and stored["step"] == 16
+    report = run([command("onmt-posenc"), "report", DEMO, "--output", output, *overrides(SCALED_DOWN)], cwd=REPO)
+    row = next(line for line in (output / "report.md").read_text().splitlines()
+               if line.startswith("| synthetic/rpe/seed1 |"))
+    assert "| interrupted |" in row and f"interrupted at update 16; `{stored['command']}` goes on" in row
+    assert "failed" not in row and report.returncode == 0
+
+    result = run(args, cwd=REPO, timeout=LONG)
+    assert "[3/3 synthetic/rpe/seed1] interrupted before; going on" in result.stderr
+    assert "[3/3 synthetic/rpe/seed1] train" not in result.stderr
+    assert json.loads((stopped / "result.json").read_text())["status"] == "finished"
+
+
 def test_resume_skips_checkpoints_cut_short(tmp_path):
     """A checkpoint whose save was killed does not load: it is removed and the one before is used."""
     import argparse
 
     import torch
 
-    from onmt_posenc.experiments.runner import newest_complete_checkpoint
+    from onmt_posenc.experiments.run_checkpoints import newest_complete_checkpoint
 
     for step in (100, 200):
         torch.save({"model": {"w": torch.ones(2)}, "opt": argparse.Namespace(seed=1), "vocab": {}},
@@ -654,9 +693,9 @@ def test_progress_of_a_resumed_run_counts_only_the_steps_trained_since(monkeypat
 
 
     clock = iter([0.0, 0.0, 100.0])  # run start, training start, first report
-    monkeypatch.setattr(runner.time, "time", lambda: next(clock))
+    monkeypatch.setattr(progress_module.time, "time", lambda: next(clock))
     stream = io.StringIO()
-    progress = runner.Progress(total=1, stream=stream)
+    progress = progress_module.Progress(total=1, stream=stream)
     progress.start_run(1, "vanilla/ape/seed1")
     progress.start_training(from_step=1000)
     progress.train_step(1050, 2500)
@@ -664,7 +703,7 @@ def test_progress_of_a_resumed_run_counts_only_the_steps_trained_since(monkeypat
 
 
 def test_a_resumed_run_keeps_as_many_checkpoints_as_one_that_was_not(tmp_path):
-    from onmt_posenc.experiments.runner import keep_newest, saved_checkpoints
+    from onmt_posenc.experiments.run_checkpoints import keep_newest, saved_checkpoints
 
     for step in (250, 500, 750, 1000, 1250):  # 250-750 from the interrupted attempt
         (tmp_path / f"model_step_{step}.pt").write_bytes(b"x")
@@ -745,10 +784,10 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
 def test_only_shaw_plays_the_papers_rpe_in_the_claims():
     """The claims compare SHAPE with the paper's baselines; the position lab's other
     relative methods (Music, T5 buckets, rotary, ALiBi) are not Shaw's RPE."""
-    from onmt_posenc.experiments import claims
+    from onmt_posenc.experiments import claims_batch
 
     def role(config):
-        return claims._role({"method": "m", "config": config}, baseline="ape")
+        return claims_batch.role_of({"method": "m", "config": config}, baseline="ape")
 
     assert role({"max_relative_positions": 16}) == role({"max_relative_positions": 16, "relative_attention": "shaw"}) == "RPE"
     assert role({"max_relative_positions": 16, "relative_attention": "music"}) is None
@@ -761,10 +800,10 @@ def test_only_shaw_plays_the_papers_rpe_in_the_claims():
 
 def test_the_perspe_papers_tables_name_the_methods_of_kftt_yaml(kftt_folder):
     """Each method of recipes/experiments/kftt.yaml plays the role its name says."""
-    from onmt_posenc.experiments import claims
+    from onmt_posenc.experiments import claims_batch
 
     loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", data_folder=kftt_folder)
-    roles = {run.label: claims._role({"method": run.method, "config": run.config}, loaded.baseline)
+    roles = {run.label: claims_batch.role_of({"method": run.method, "config": run.config}, loaded.baseline)
              for run in loaded.runs if run.data == "vanilla"}
     assert roles == {"ape": "APE", "perspe": "perSPE", "perspe-token-dec": "SPE/perSPE-token",
                      "perspe-token-enc": "perSPE-token/SPE", "perspe-token-both": "perSPE-token/perSPE-token",
@@ -819,11 +858,9 @@ def test_the_swapped_claim_uses_the_joined_setting_whose_models_write_separators
     no_sep = {"applicable": False, "examples": 10, "wrong_separators": 0.9, "why": separators_why(0.9)}
 
     def record(data, method, swapped):
-        folder = tmp_path / data / method
-        folder.mkdir(parents=True)
-        (folder / "swapped.json").write_text(json.dumps({"train": swapped}))
         return {"id": f"{data}/{method}/seed1", "data": data, "method": method, "label": method, "seed": 1,
-                "status": "finished", "bleu": {}, "dir": str(folder), "analyses": {"swapped": "swapped.json"},
+                "status": "finished", "bleu": {}, "dir": str(tmp_path / data / method),
+                "analyses": {"swapped": "swapped.json"}, "analysis_results": {"swapped": {"train": swapped}},
                 "convergence": {"converged": True, "why": "test"},
                 "config": {"shape_max_shift": 10} if method == "shape" else {}}
 

@@ -19,12 +19,15 @@ convention, and change only how the attention is computed:
   ALiBi (-2) and T5 buckets (`relative_positions_buckets`), computed as
   OpenNMT-py computes them, with SDPA.
 
-OpenNMT-py's options choose its own schemes (STOCK_SCHEMES); every other
-registered name is a choice of our `relative_attention` option (with
-`max_relative_positions` > 0, or 0 for the decaying mask). `relative_positions_side`
+OpenNMT-py's options choose its own schemes (each variant's `chosen_by_onmt`,
+`implied_by_onmt`); every variant with a `summary` is a choice of our
+`relative_attention` option (with `max_relative_positions` > 0, or 0 for the
+decaying mask). `relative_positions_side`
 puts the variant in the encoder's or the decoder's self-attention only; the other
 side's is `absolute`. `@register_attention("name")` and a class method `from_stock`
-are all a new variant needs: every file in this folder is imported below. `install(model, opt)` swaps them into a freshly built OpenNMT-py model
+are all a new variant needs: every file in this folder is imported below. Each
+variant's class says the rest of it, its options and its CTranslate2 export included
+(`SelfAttention`). `install(model, opt)` swaps them into a freshly built OpenNMT-py model
 (`onmt_posenc.hooks.plugin` calls it right after `build_task_specific_model`).
 """
 import torch
@@ -41,17 +44,22 @@ SIDES = {"encoder": "src", "decoder": "tgt"}
 
 def attention_scheme(relative_positions_buckets, max_relative_positions, relative_attention):
     """The self-attention variant a model's options choose (a name in onmt_posenc.model.attention):
-    T5 buckets first (as in OpenNMT-py), then max_relative_positions -1 / -2, else our
-    relative_attention option (Shaw's for max_relative_positions > 0 unless set; the
-    decaying mask needs no distance), else none."""
-    if (relative_positions_buckets or 0) > 0:
-        return "t5"
-    stock = {-1: "rotary", -2: "alibi"}.get(max_relative_positions or 0)
-    if stock is not None:
-        return stock
+    the one OpenNMT-py's own options choose (each variant's `chosen_by_onmt`: T5 buckets, rotary,
+    ALiBi), else our relative_attention option, else the one OpenNMT-py's options imply without
+    it (`implied_by_onmt`: Shaw's for max_relative_positions > 0, else absolute positions)."""
+    buckets, distance = relative_positions_buckets or 0, max_relative_positions or 0
+    chosen = [name for name, variant in ATTENTIONS.items() if variant.chosen_by_onmt(buckets, distance)]
+    if chosen:
+        return chosen[0]
     if relative_attention is not None:
         return relative_attention
-    return "shaw" if (max_relative_positions or 0) > 0 else "absolute"
+    return next(name for name, variant in ATTENTIONS.items() if variant.implied_by_onmt(distance))
+
+
+def attention_variant(opt):
+    """The class of the variant that model options (resolved, or a stock module's attributes) choose."""
+    return ATTENTIONS[attention_scheme(opt.relative_positions_buckets, opt.max_relative_positions,
+                                       getattr(opt, "relative_attention", None))]
 
 
 def attention_sides(opt):
@@ -61,8 +69,6 @@ def attention_sides(opt):
 
 
 ATTENTIONS = {}
-# Chosen by OpenNMT-py's own options (see `scheme_of`); the rest by relative_attention.
-STOCK_SCHEMES = ("absolute", "rotary", "alibi", "t5")
 
 
 # Class decorator: the self-attention variant `name`.
@@ -70,13 +76,9 @@ register_attention = registering(ATTENTIONS, "attention")
 
 
 def relative_attention_choices():
-    """The values of the relative_attention option: every variant OpenNMT-py's options do not choose."""
-    return tuple(name for name in ATTENTIONS if name not in STOCK_SCHEMES)
-
-
-def scheme_of(stock, relative_attention):
-    """The variant for a stock module (or for model options, which name the same attributes)."""
-    return attention_scheme(stock.relative_positions_buckets, stock.max_relative_positions, relative_attention)
+    """The values of the relative_attention option: every variant that has a `summary`, its line in
+    the option's help (the others are chosen by OpenNMT-py's own options, see `attention_scheme`)."""
+    return tuple(name for name, variant in ATTENTIONS.items() if variant.summary is not None)
 
 
 def initialize(model):
@@ -119,8 +121,11 @@ def replacement_for(stock, self_attn_type, method=None, values=None, positions=T
     # Built under a forked RNG: the model's parameter initialization (after
     # building) then draws exactly the numbers it draws for the stock model.
     with torch.random.fork_rng(devices=[]):
-        scheme = scheme_of(stock, method) if positions else "absolute"
-        attention = ATTENTIONS[scheme].from_stock(stock, settings, fused, values)
+        if positions:
+            variant = ATTENTIONS[attention_scheme(stock.relative_positions_buckets, stock.max_relative_positions, method)]
+        else:  # this side's attention takes no positions (absolute positions, or none)
+            variant = ATTENTIONS[attention_scheme(0, 0, None)]
+        attention = variant.from_stock(stock, settings, fused, values)
     for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
         setattr(attention, name, getattr(stock, name))
     return attention
@@ -136,7 +141,7 @@ def install(model, opt):
     """
     method, values = getattr(opt, "relative_attention", None), getattr(opt, "relative_values", None)
     sides = attention_sides(opt)
-    needs_ours = method not in (None, "shaw") or values in ("separate", "none") or len(sides) < 2
+    needs_ours = (method is not None and not ATTENTIONS[method].computed_by_onmt(values)) or len(sides) < 2
     installed = set()
     for layer in model.modules():
         if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):

@@ -15,6 +15,10 @@ class AlibiAttention(SelfAttention):
     its plain path."""
 
     @classmethod
+    def chosen_by_onmt(cls, buckets, distance):
+        return buckets <= 0 and distance == -2  # T5's buckets first, as in OpenNMT-py
+
+    @classmethod
     def export_refusal(cls, model_opt):
         if model_opt.decoder_type == "transformer_lm":
             return None  # the stock converter exports decoder-only ALiBi

@@ -21,8 +21,30 @@ class RotaryAttention(SelfAttention):
     """
 
     @classmethod
+    def chosen_by_onmt(cls, buckets, distance):
+        return buckets <= 0 and distance == -1  # T5's buckets first, as in OpenNMT-py
+
+    @classmethod
     def export_refusal(cls, model_opt):
-        return None  # CTranslate2's rotary attention (hooks.ctranslate2)
+        return None
+
+    @classmethod
+    def ctranslate2_attention(cls, model_opt):
+        """CTranslate2's rotary attention, which means the same by each option (0 dimensions:
+        the whole head). The stock converter writes it for decoder-only models only
+        (CTranslate2 issues 1283, 1657)."""
+        from ctranslate2.specs.attention_spec import MultiHeadAttentionSpec
+
+        if model_opt.decoder_type == "transformer_lm":
+            return None
+        return MultiHeadAttentionSpec(self_attention=True, rotary_dim=model_opt.rotary_dim,
+                                      rotary_interleave=model_opt.rotary_interleave, rotary_base=model_opt.rotary_theta)
+
+    @classmethod
+    def export_record(cls, model_opt):
+        return dict(max_relative_positions=model_opt.max_relative_positions,
+                    rotary_interleave=model_opt.rotary_interleave, rotary_theta=model_opt.rotary_theta,
+                    rotary_dim=model_opt.rotary_dim)
 
     def __init__(self, head_count, model_dim, rotary_dim, rotary_interleave, rotary_theta, dropout=0.1,
                  is_decoder=True, add_qkvbias=False, fused=True):

@@ -1,4 +1,6 @@
 """Self-attention for absolute positions (or none), the base of every variant here."""
+import re
+
 import torch
 import torch.nn.functional as F
 from onmt.modules.multi_headed_attn import MultiHeadedAttention, shape, unshape
@@ -21,6 +23,16 @@ def relative_distances(query_len, key_len, device):
     return keys[None, :] - queries
 
 
+def ctranslate2_before(release):
+    """Is the installed CTranslate2 older than `release` ('4.8.5')?"""
+    import ctranslate2
+
+    def numbers(version):
+        return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+    return numbers(ctranslate2.__version__) < numbers(release)
+
+
 @register_attention("absolute")
 class SelfAttention(MultiHeadedAttention):
     """OpenNMT-py self-attention for absolute positions (or none).
@@ -31,10 +43,34 @@ class SelfAttention(MultiHeadedAttention):
     `relative_logits`, or override `attend`.
     """
 
-    # What the variant is, in relative_attention's help (variants chosen by relative_attention)
+    # Its line in relative_attention's help: a variant with a summary is a choice of that option;
+    # one without is chosen by OpenNMT-py's own options (`chosen_by_onmt`, `implied_by_onmt`).
     summary = None
+    # When `implied_by_onmt` holds, in words, for relative_attention's help (None: not said there)
+    implied_when = None
     # It clips distances at max_relative_positions, which must then be > 0 (else it takes none)
     needs_distance = True
+    # CTranslate2's flash attention (CUDA decoders) computes its positions too: where it drops
+    # them, the export says so in config.json and `model.export.open_translator` refuses it.
+    survives_flash_attention = True
+
+    @classmethod
+    def chosen_by_onmt(cls, buckets, distance):
+        """Do OpenNMT-py's own options (relative_positions_buckets, max_relative_positions)
+        choose this variant, whatever relative_attention says?"""
+        return False
+
+    @classmethod
+    def implied_by_onmt(cls, distance):
+        """Is this the variant when neither OpenNMT-py's options nor relative_attention choose
+        one? Absolute positions (this class) for max_relative_positions 0."""
+        return cls is SelfAttention and distance <= 0
+
+    @classmethod
+    def computed_by_onmt(cls, values):
+        """Does OpenNMT-py compute this variant of relative_attention itself, with relative_values
+        `values`? Where not, a layer configuration only OpenNMT-py's attention has is an error."""
+        return False
 
     @classmethod
     def add_options(cls, group):
@@ -54,15 +90,36 @@ class SelfAttention(MultiHeadedAttention):
             raise ValueError(f"relative_values applies to relative_attention shaw only ({cls.name} has no value "
                              "table)")
 
+    # --- Its CTranslate2 export (onmt_posenc.model.export, onmt_posenc.hooks.ctranslate2) ---
+
     @classmethod
     def export_refusal(cls, model_opt):
         """Why CTranslate2 cannot run a model with this self-attention (None: the export
-        writes it, onmt_posenc.hooks.ctranslate2). A variant without export code says so;
-        absolute positions (this class) export as each side's position table."""
+        writes it). A variant without export code says so; absolute positions (this class)
+        export as each side's position table."""
         if cls is SelfAttention:
             return None
-        return (f"relative_attention {cls.name}: the CTranslate2 export of this attention is not written (the "
-                "export writes sinusoidal, Shaw, rotary and T5 attention)")
+        return (f"relative_attention {cls.name}: the CTranslate2 export of this attention is not written (a "
+                "variant's file writes it: export_refusal, ctranslate2_attention, ctranslate2_layer)")
+
+    @classmethod
+    def ctranslate2_attention(cls, model_opt):
+        """CTranslate2's spec of this self-attention (a `MultiHeadAttentionSpec` made with the
+        arguments that declare its positions), whose attributes the export adds to every
+        self-attention layer of a model the stock converter built for absolute positions;
+        None where the stock converter writes the variant itself (absolute positions, Shaw)."""
+        return None
+
+    @classmethod
+    def ctranslate2_layer(cls, attention, model_opt, variables, scope, is_decoder):
+        """Fill in one layer's values in its `attention` spec (`variables`: the checkpoint's
+        tensors; `scope`: this layer's self-attention in their names, as
+        'encoder.transformer.0.self_attn'); only for a variant with a `ctranslate2_attention`."""
+
+    @classmethod
+    def export_record(cls, model_opt):
+        """The model options that config.json records of this variant (key onmt_posenc)."""
+        return {}
 
     def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
         super().__init__(

@@ -73,6 +73,17 @@ class ShawRelativeAttention(SelfAttention):
     summary = ("Shaw et al. 2018, key and value terms (see relative_values), distances clipped at "
                "max_relative_positions")
     VALUES = ("shared", "separate", "none")
+    # CTranslate2's flash attention has no relative position tables
+    survives_flash_attention = False
+    implied_when = "when max_relative_positions > 0"
+
+    @classmethod
+    def implied_by_onmt(cls, distance):
+        return distance > 0  # OpenNMT-py's own relative attention
+
+    @classmethod
+    def computed_by_onmt(cls, values):
+        return values in (None, "shared")  # its one table for keys and values
 
     @classmethod
     def add_options(cls, group):
@@ -98,7 +109,12 @@ class ShawRelativeAttention(SelfAttention):
 
     @classmethod
     def export_refusal(cls, model_opt):
-        return None  # CTranslate2's relative_position_keys / values (hooks.ctranslate2)
+        return None  # the stock converter writes CTranslate2's relative_position_keys / values (hooks.ctranslate2)
+
+    @classmethod
+    def export_record(cls, model_opt):
+        return dict(max_relative_positions=model_opt.max_relative_positions,
+                    relative_attention=model_opt.relative_attention, relative_values=model_opt.relative_values)
 
     def __init__(self, head_count, model_dim, max_relative_positions, dropout=0.1, is_decoder=True,
                  add_qkvbias=False, values="shared"):

@@ -1,9 +1,14 @@
 """T5's relative attention bias (Raffel et al. 2020) as OpenNMT-py computes it, on fused attention."""
+import numpy as np
 from onmt.modules.multi_headed_attn import _relative_position_bucket
 from torch import nn
 
 from onmt_posenc.model.attention import register_attention
-from onmt_posenc.model.attention.self_attention import SelfAttention, relative_distances
+from onmt_posenc.model.attention.self_attention import SelfAttention, ctranslate2_before, relative_distances
+
+# The first CTranslate2 release checked to add each layer's own bias table when a
+# stack's tables differ (4.8.1's source adds the first layer's in every layer).
+PER_LAYER_TABLES = "4.8.5"
 
 
 @register_attention("t5")
@@ -16,9 +21,44 @@ class T5BucketAttention(SelfAttention):
     (buckets, heads)); its bias is added to the scaled q.k. An additive bias: fused
     attention applies, where OpenNMT-py 3.5.1 always takes its plain path."""
 
+    # CTranslate2's flash attention has no relative attention bias
+    survives_flash_attention = False
+
+    @classmethod
+    def chosen_by_onmt(cls, buckets, distance):
+        return buckets > 0
+
     @classmethod
     def export_refusal(cls, model_opt):
-        return None  # CTranslate2's relative attention bias (hooks.ctranslate2; its version: model.export)
+        import ctranslate2
+
+        if not ctranslate2_before(PER_LAYER_TABLES):
+            return None
+        return (f"relative_positions_buckets {model_opt.relative_positions_buckets} (T5 bias) with "
+                f"CTranslate2 {ctranslate2.__version__}: before {PER_LAYER_TABLES} it adds the first "
+                "layer's bias table in every layer of a stack (T5 shares one), and OpenNMT-py "
+                "learns a table per layer")
+
+    @classmethod
+    def ctranslate2_attention(cls, model_opt):
+        """CTranslate2's relative attention bias: OpenNMT-py's buckets (bidirectional in the
+        encoder, the past only in the decoder), added to the scaled q.k, as here. The stock
+        converter builds encoder-decoder models without it."""
+        from ctranslate2.specs.attention_spec import MultiHeadAttentionSpec
+
+        if model_opt.decoder_type == "transformer_lm":
+            return None
+        return MultiHeadAttentionSpec(self_attention=True, relative_attention_bias=True)
+
+    @classmethod
+    def ctranslate2_layer(cls, attention, model_opt, variables, scope, is_decoder):
+        attention.relative_attention_bias = variables[f"{scope}.relative_attention_bias.weight"]
+        attention.relative_attention_max_distance = np.int32(model_opt.max_relative_positions)
+
+    @classmethod
+    def export_record(cls, model_opt):
+        return dict(relative_positions_buckets=model_opt.relative_positions_buckets,
+                    max_relative_positions=model_opt.max_relative_positions, minimum_ctranslate2=PER_LAYER_TABLES)
 
     def __init__(self, head_count, model_dim, buckets, max_distance, dropout=0.1, is_decoder=True,
                  add_qkvbias=False, fused=True):

@@ -47,10 +47,40 @@ def sinusoids(positions, frequencies, enc_type):
 
 
 class PositionScheme:
-    """What a registered scheme says about its options; by default it has none."""
+    """What a registered scheme says about itself to the rest of the package: its options
+    (by default none), which options imply it, its name in the claims, the data its runs
+    need, and what its CTranslate2 export records. `value_of(key)` is an option's value
+    (None if unset), from parsed options or from an experiment's config alike."""
 
     # Its own options: setting one while no side uses the scheme is an error.
     option_names = ()
+    # Of the schemes that `implied_by` the options, a side gets the one of the lowest rank.
+    implied_rank = 0
+    # When `implied_by` holds, in words, for the help of {side}_position_encoding (None: never)
+    implied_when = None
+
+    @classmethod
+    def implied_by(cls, value_of, side):
+        """Is this the scheme of a side ('src', 'tgt') whose {side}_position_encoding is unset?"""
+        return False
+
+    @classmethod
+    def role(cls, value_of):
+        """The scheme's name in the claims' method roles (experiments.claims_batch.ROLES)."""
+        return cls.name
+
+    @classmethod
+    def needs_target_phrases(cls, value_of):
+        """Does a decoder with this scheme train on the phrases of each training target? The
+        runner then makes the phrase file (`onmt-posenc chunk-ja`) of the data setting and
+        reads it with the tgt_phrases transform, which hands the phrase groups to the
+        module's `phrases(groups)` context (hooks.data_pipeline)."""
+        return False
+
+    @classmethod
+    def export_record(cls, opt):
+        """The model options that a CTranslate2 export's config.json records of it."""
+        return {}
 
     @classmethod
     def add_options(cls, group):
@@ -87,6 +117,22 @@ class PositionScheme:
         `self.frequencies` (`sinusoid_frequencies`) and `self.enc_type`."""
         pe = sinusoids(positions, self.frequencies.to(emb.device), self.enc_type)
         return emb * math.sqrt(self.dim) + pe.to(self.pe.dtype)
+
+
+def implied_schemes_help():
+    """What a side gets when {side}_position_encoding is unset, in words, from the schemes' own."""
+    schemes = sorted((s for s in POSITION_ENCODINGS.values() if s.implied_when), key=lambda s: s.implied_rank)
+    return ", else ".join(f"'{scheme.name}' {scheme.implied_when}" for scheme in schemes)
+
+
+def side_schemes(value_of):
+    """The (encoder, decoder) scheme names the options choose: {side}_position_encoding where
+    set, else the scheme the other options imply (`PositionScheme.implied_by`)."""
+    def implied(side):
+        schemes = [scheme for scheme in POSITION_ENCODINGS.values() if scheme.implied_by(value_of, side)]
+        return min(schemes, key=lambda scheme: scheme.implied_rank).name
+
+    return tuple(value_of(f"{side}_position_encoding") or implied(side) for side in ("src", "tgt"))
 
 
 def install_position_encoding(embeddings, choice, opt):

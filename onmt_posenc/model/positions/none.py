@@ -11,6 +11,13 @@ class NoPositionEncoding(PositionScheme, nn.Module):
     """No position information; keeps APE's sqrt(d) embedding scale so that an
     ablation changes only the position term."""
 
+    implied_rank = 3  # what a side gets that no option gives positions
+    implied_when = "otherwise"
+
+    @classmethod
+    def implied_by(cls, value_of, side):
+        return True
+
     def __init__(self, dim):
         super().__init__()
         self.dim = dim

@@ -32,6 +32,25 @@ class PerturbedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     """
 
     option_names = ("perspe_range", "perspe_unit")
+    implied_rank = 0  # the decoder's own option: before SHAPE's, which is both sides'
+    implied_when = "(decoder) if perspe_range is set"
+
+    @classmethod
+    def implied_by(cls, value_of, side):
+        return side == "tgt" and value_of("perspe_range") is not None
+
+    @classmethod
+    def role(cls, value_of):
+        return f"{cls.name}-{cls.unit_of(value_of)}"
+
+    @classmethod
+    def needs_target_phrases(cls, value_of):
+        return cls.unit_of(value_of) == "phrase"
+
+    @staticmethod
+    def unit_of(value_of):
+        """What shares a perturbation: perspe_unit, 'phrase' where unset."""
+        return value_of("perspe_unit") or "phrase"
 
     def __init__(self, dim, enc_type, max_perturbation, unit="phrase", max_len=ONMT_TABLE_ROWS):
         # Room for the largest upward perturbation, so whatever fits APE fits here.

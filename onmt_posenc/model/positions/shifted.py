@@ -19,6 +19,16 @@ class ShiftedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     """
 
     option_names = ("shape_max_shift",)
+    implied_rank = 1
+    implied_when = "if shape_max_shift is set"
+
+    @classmethod
+    def implied_by(cls, value_of, side):
+        return value_of("shape_max_shift") is not None
+
+    @classmethod
+    def export_record(cls, opt):
+        return {"shape_inference_offset": opt.shape_inference_offset}
 
     def __init__(self, dim, enc_type, max_shift, inference_offset=0, max_len=ONMT_TABLE_ROWS):
         # The table grows by the largest offset, so a sequence that fits APE's

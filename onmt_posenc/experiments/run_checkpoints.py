@@ -1,0 +1,55 @@
+"""A run's checkpoints: which it saved, which load, which to keep, and where an unfinished
+run goes on from."""
+from pathlib import Path
+
+import yaml
+
+from onmt_posenc.experiments.state import goes_on, warm_source_changed
+from onmt_posenc.model.checkpoints import is_complete
+
+
+def checkpoint_step(path):
+    return int(Path(path).stem.rsplit("_", 1)[1])
+
+
+def saved_checkpoints(run_dir):
+    """The run's checkpoints, oldest first."""
+    return sorted(Path(run_dir).glob("model_step_*.pt"), key=checkpoint_step)
+
+
+def newest_complete_checkpoint(run_dir, say):
+    """The newest checkpoint that loads; newer ones that do not (a save cut short by a
+    kill) are removed, so that averaging never picks them up."""
+    for path in reversed(saved_checkpoints(run_dir)):
+        if is_complete(path):
+            return path
+        say(f"{path.name} is not a complete checkpoint; removed")
+        path.unlink()
+    return None
+
+
+def keep_newest(saved, keep):
+    """Remove all but the `keep` newest of the checkpoints `saved` (oldest first; keep <= 0:
+    all stay), as onmt_train's keep_checkpoint would have in one invocation: a resumed
+    onmt_train removes only the checkpoints it saved itself. Returns those kept."""
+    if keep <= 0 or len(saved) <= keep:
+        return saved
+    for path in saved[:-keep]:
+        path.unlink()
+    return saved[-keep:]
+
+
+def resume_point(directory, config, say):
+    """Where an unfinished run goes on from: its newest complete checkpoint, if the run
+    was made with this config (or one with fewer updates); None (start clean) otherwise."""
+    try:
+        stored = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(stored, dict) or not goes_on(stored, config):
+        say("an unfinished attempt with another config; starting again")
+        return None
+    if warm_source_changed(directory, config):
+        say(f"an unfinished attempt from {config['train_from']} as it was before it changed; starting again")
+        return None
+    return newest_complete_checkpoint(directory, say)
