@@ -418,7 +418,7 @@ def test_data_folder_gives_every_data_setting_its_files(tmp_path):
     assert loaded.output == Path("runs/multi30k-m30k")
     assert {label: s.kind for label, s in loaded.data.items()} == {
         "vanilla": "VANILLA", "extrapolate": "EXTRAPOLATE", "interpolate": "INTERPOLATE",
-        "interpolate-warm": "INTERPOLATE"}
+        "interpolate-warm": "INTERPOLATE", "vanilla-7k": "VANILLA", "vanilla-14k": "VANILLA"}
     assert loaded.data["interpolate-warm"].warm_start == "vanilla" and loaded.data["interpolate"].warm_start is None
     for setting in loaded.data.values():
         assert setting.train.src == folder.resolve() / "src-train.txt"

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from onmt.modules.multi_headed_attn import MultiHeadedAttention, shape, unshape
 
-from onmt_posenc.model.attention import register_attention
+from onmt_posenc.model.attention import ATTENTIONS, register_attention
 
 
 def masked_value(dtype):
@@ -48,6 +48,8 @@ class SelfAttention(MultiHeadedAttention):
     summary = None
     # When `implied_by_onmt` holds, in words, for relative_attention's help (None: not said there)
     implied_when = None
+    # The options it adds itself (add_options): set with another variant, an error
+    own_options = ()
     # It clips distances at max_relative_positions, which must then be > 0 (else it takes none)
     needs_distance = True
     # CTranslate2's flash attention (CUDA decoders) computes its positions too: where it drops
@@ -86,9 +88,11 @@ class SelfAttention(MultiHeadedAttention):
         if not cls.needs_distance and opt.max_relative_positions != 0:
             raise ValueError(f"relative_attention {cls.name} takes no distance: max_relative_positions must be 0, "
                              f"got {opt.max_relative_positions}")
-        if getattr(opt, "relative_values", None) is not None:
-            raise ValueError(f"relative_values applies to relative_attention shaw only ({cls.name} has no value "
-                             "table)")
+        for owner in ATTENTIONS.values():
+            for name in owner.own_options:
+                if owner is not cls and getattr(opt, name, None) is not None:
+                    raise ValueError(f"{name} applies to relative_attention {owner.name} only ({cls.name} does not "
+                                     "take it)")
 
     # --- Its CTranslate2 export (onmt_posenc.model.export, onmt_posenc.hooks.ctranslate2) ---
 

@@ -76,6 +76,7 @@ class ShawRelativeAttention(SelfAttention):
     # CTranslate2's flash attention has no relative position tables
     survives_flash_attention = False
     implied_when = "when max_relative_positions > 0"
+    own_options = ("relative_values",)
 
     @classmethod
     def implied_by_onmt(cls, distance):
