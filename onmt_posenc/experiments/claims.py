@@ -15,11 +15,9 @@ prefer VANILLA and name the setting they used.
 The methods are recognized by the role they play (claims_batch.ROLES). Where a batch
 has them, the perSPE paper's findings and seed 003's follow (perspe_claims.py).
 """
-import statistics
-
 from onmt_posenc.analysis import length_buckets
-from onmt_posenc.experiments.claims_batch import (Batch, joined_training, mean_cell, missing, row, same_bleu_tolerance,
-                                                  unconverged)
+from onmt_posenc.experiments.claims_batch import (Batch, joined_training, mean_cell, missing, row, unconverged,
+                                                  vanilla_comparison)
 from onmt_posenc.experiments.perspe_claims import perspe_claims
 
 # Training speed ratio within this of 1 is "about as fast".
@@ -33,18 +31,13 @@ NEAR_INVARIANT = 0.9
 
 def vanilla_bleu(batch, role, paper):
     claim = f"{role}'s BLEU on VANILLA is about APE's"
-    eval_set = "test" if "test" in batch.experiment.eval_sets else batch.experiment.eval_sets[-1]
-    for data in batch.of_kind("VANILLA"):
-        ape, other = batch.bleu(data, "APE", eval_set), batch.bleu(data, role, eval_set)
-        if not ape or not other:
-            continue
-        tolerance, rule = same_bleu_tolerance(ape, other)
-        difference = statistics.mean(other) - statistics.mean(ape)
-        measured = (f"{batch.where(data, role)}, {eval_set}: {mean_cell(other)} vs {mean_cell(ape)} "
-                    f"({difference:+.2f}; {rule})")
-        return (unconverged(claim, paper, measured, batch.runs[(data, "APE")] + batch.runs[(data, role)])
-                or row(claim, paper, measured, abs(difference) <= tolerance))
-    return missing(claim, paper, f"a VANILLA data setting with APE and {role}")
+    found = vanilla_comparison(batch, role, "APE")
+    if found is None:
+        return missing(claim, paper, f"a VANILLA data setting with APE and {role}")
+    measured = (f"{batch.where(found.data, role)}, {found.eval_set}: {mean_cell(found.one)} vs "
+                f"{mean_cell(found.other)} ({found.difference:+.2f}; {found.rule})")
+    return (unconverged(claim, paper, measured, batch.runs[(found.data, "APE")] + batch.runs[(found.data, role)])
+            or row(claim, paper, measured, abs(found.difference) <= found.tolerance))
 
 
 def unseen_lengths(batch, role, paper):

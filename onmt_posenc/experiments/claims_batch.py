@@ -12,6 +12,7 @@ on has not converged (curves.RULE).
 """
 import math
 import statistics
+from typing import NamedTuple
 
 from onmt_posenc.model.attention import attention_scheme
 from onmt_posenc.model.positions import POSITION_ENCODINGS, side_schemes
@@ -136,6 +137,30 @@ def same_bleu_tolerance(a, b):
     error = math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
     return SPREAD_FACTOR * error, (f"the same if within ±{SPREAD_FACTOR * error:.2f}, {SPREAD_FACTOR:g} "
                                    "standard errors of the seeds' spread")
+
+
+class Comparison(NamedTuple):
+    """Two roles' BLEU on the evaluation set the claims read, in the first VANILLA setting with both."""
+    data: str
+    eval_set: str
+    one: list  # the role's BLEU, a score a seed
+    other: list  # the other role's
+    difference: float  # of the means, the role's minus the other's
+    tolerance: float  # same_bleu_tolerance's
+    rule: str
+
+
+def vanilla_comparison(batch, role, against):
+    """`role` against `against` on the test set (else the last evaluation set) of the first
+    VANILLA setting that has both; None where no setting has."""
+    eval_set = "test" if "test" in batch.experiment.eval_sets else batch.experiment.eval_sets[-1]
+    for data in batch.of_kind("VANILLA"):
+        one, other = batch.bleu(data, role, eval_set), batch.bleu(data, against, eval_set)
+        if one and other:
+            tolerance, rule = same_bleu_tolerance(one, other)
+            return Comparison(data, eval_set, one, other, statistics.mean(one) - statistics.mean(other),
+                              tolerance, rule)
+    return None
 
 
 def row(claim, paper, measured, held):

@@ -4,7 +4,7 @@ paper's in the report's claims table, judged the same way (claims_batch), "about
 same" within the seeds' spread."""
 import statistics
 
-from onmt_posenc.experiments.claims_batch import ROLES, mean_cell, missing, row, same_bleu_tolerance, unconverged
+from onmt_posenc.experiments.claims_batch import ROLES, mean_cell, missing, row, unconverged, vanilla_comparison
 
 # "Collapses": BLEU at most this share of the other method's
 COLLAPSE = 0.75
@@ -13,19 +13,14 @@ COLLAPSE = 0.75
 def compare(batch, claim, paper, role, against, judge):
     """`role` against `against` on the test set of the first VANILLA setting with both:
     judge(difference, tolerance, role's mean, against's mean) says if the claim held."""
-    eval_set = "test" if "test" in batch.experiment.eval_sets else batch.experiment.eval_sets[-1]
-    for data in batch.of_kind("VANILLA"):
-        one, other = batch.bleu(data, role, eval_set), batch.bleu(data, against, eval_set)
-        if not one or not other:
-            continue
-        tolerance, rule = same_bleu_tolerance(one, other)
-        difference = statistics.mean(one) - statistics.mean(other)
-        measured = (f"{batch.where(data, role, against)}, {eval_set}: {role} {mean_cell(one)} vs {against} "
-                    f"{mean_cell(other)} ({difference:+.2f}; {rule})")
-        return (unconverged(claim, paper, measured, batch.runs[(data, role)] + batch.runs[(data, against)])
-                or row(claim, paper, measured, judge(difference, tolerance, statistics.mean(one),
-                                                      statistics.mean(other))))
-    return missing(claim, paper, f"a VANILLA data setting with {role} and {against}")
+    found = vanilla_comparison(batch, role, against)
+    if found is None:
+        return missing(claim, paper, f"a VANILLA data setting with {role} and {against}")
+    measured = (f"{batch.where(found.data, role, against)}, {found.eval_set}: {role} {mean_cell(found.one)} vs "
+                f"{against} {mean_cell(found.other)} ({found.difference:+.2f}; {found.rule})")
+    return (unconverged(claim, paper, measured, batch.runs[(found.data, role)] + batch.runs[(found.data, against)])
+            or row(claim, paper, measured, judge(found.difference, found.tolerance, statistics.mean(found.one),
+                                                 statistics.mean(found.other))))
 
 
 def better(difference, tolerance, *means):
