@@ -17,6 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+# One thread for every torch of the run: pytest's two workers share two cores, and the
+# torch work done inside a worker (and in the commands it starts) would otherwise take two
+# threads each and wait on one another.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 # Excerpts of real corpora kept in the repository (tests/data/README.md), so a fresh clone tests alone.
 TEST_DATA = REPO / "tests" / "data"

@@ -86,8 +86,13 @@ def launch(experiment, experiment_args, args, command, stream=sys.stderr):
         time.sleep(POLL_SECONDS)
     failed = []
     for i, job in enumerate(jobs, 1):
+        # The job's own word on its runs: the scheduler's state can lag behind the result
+        # file that makes a job done (sacct may still say RUNNING).
         try:
-            failed += job.result()["failed"]
+            outcome = job.result()
+            failed += outcome["failed"]
+            print(f"job {job.job_id} (shard {i}/{count}): done, {outcome['finished']} run(s) finished, "
+                  f"{len(outcome['failed'])} failed", file=stream, flush=True)
         except Exception as error:  # the job itself broke (not one of its runs): its log says why
             failed.append(f"shard {i}/{count}")
             print(f"job {job.job_id} (shard {i}/{count}) failed: {str(error).strip().splitlines()[-1]}; see "
