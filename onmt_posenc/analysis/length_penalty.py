@@ -14,7 +14,9 @@ to compare across models. A model whose translations are short because its
 scores favour stopping gains from a penalty; one that translates too little for
 other reasons does not.
 """
+import itertools
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -51,7 +53,7 @@ def decode_with_penalties(model, sets, penalties, workdir, base_options=None, la
     `penalties` (onmt_translate options), the other options from `base_options`."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    results = {}
+    results, decodes = {}, itertools.count(1)
     for options in penalties:
         name = label(options)
         config = workdir / f"translate_{name}.yaml"
@@ -59,6 +61,9 @@ def decode_with_penalties(model, sets, penalties, workdir, base_options=None, la
         results[name] = {}
         for set_name, (src, ref) in sets.items():
             output = workdir / f"{set_name}.{name}.hyp"
+            # a decode of a whole set takes minutes on a CPU: say which one is under way
+            print(f"[{next(decodes)}/{len(penalties) * len(sets)}] length penalty {name}: translate {set_name}",
+                  file=sys.stderr, flush=True)
             stock.translate(model, src, output, workdir / f"{set_name}.{name}.log", config)
             bleu = corpus_bleu(read_texts([output])[0], read_texts([ref])[0], language=language)
             results[name][set_name] = {"bleu": bleu.score, "brevity_penalty": bleu.brevity_penalty,

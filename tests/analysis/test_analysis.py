@@ -329,6 +329,8 @@ def test_length_penalty_command_chooses_on_valid_and_scores_test(trained):
     assert list(stored["penalties"]) == ["none", "wu:1"]
     best = max(stored["penalties"], key=lambda name: stored["penalties"][name]["valid"]["bleu"])
     assert stored["chosen_on_valid"] == best and f"{best:<16}" in result.stdout and "<- chosen on valid" in result.stdout
+    assert "[1/4] length penalty none: translate valid" in result.stderr  # progress, one line a decode
+    assert "[4/4] length penalty wu:1: translate test" in result.stderr
     # wu:1 is onmt_translate's own -length_penalty wu -alpha 1: the same translation
     direct = trained["dir"] / "wu1.hyp"
     run([command("onmt_translate"), "-model", trained["ape"], "-src", work / "valid.first20.src", "-output", direct,
