@@ -111,13 +111,15 @@ def prepare_data(setting, directory):
 
 def prepare_phrases(files, directory, say):
     """The phrase file of a data setting's training target (`onmt-posenc chunk-ja`'s), made
-    once and made again when the target changes (its SHA-256 is kept beside it)."""
-    from onmt_posenc.data.chunk_japanese import chunk_file
-
+    once and made again when the target changes (its SHA-256 is kept beside it). The chunker
+    (MeCab and its dictionary) is imported only to make the file: a machine that is given the
+    made file, such as a GPU machine the batch's data was carried to, needs neither."""
     target, phrases = files["train"][1], phrase_file(directory)
     digest, stamp = file_digest(target), phrases.with_suffix(".sha256")
     if phrases.is_file() and stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == digest:
         return phrases
+    from onmt_posenc.data.chunk_japanese import chunk_file
+
     say(f"target phrases of {target} for perSPE (chunk-ja)")
     temporary = phrases.with_name(f".{phrases.name}.{os.getpid()}.tmp")
     chunk_file(target, temporary)

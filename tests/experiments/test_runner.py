@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,22 @@ def test_data_folder_names_the_generated_tasks_setting(tmp_path):
     loaded = experiments.load(DEMO, data_folder=folder)
     assert list(loaded.data) == ["my-corpus"] and loaded.runs[0].id == "my-corpus/ape/seed1"
     assert loaded.name == "demo-my-corpus" and loaded.data["my-corpus"].kind == "EXTRAPOLATE"
+
+
+def test_target_phrases_are_made_once_and_used_without_the_chunker(tmp_path, monkeypatch):
+    """perSPE's phrase file is made by MeCab once per training target; a run given the made
+    file (a GPU machine the data was carried to) does not import the chunker."""
+    from onmt_posenc.experiments.data_preparation import prepare_phrases
+
+    target = head(TEST_DATA / "small_parallel_enja" / "train.ja", tmp_path / "train.tgt", 5)
+    said = []
+    phrases = prepare_phrases({"train": (None, target)}, tmp_path, said.append)
+    assert len(read_lines(phrases)) == 5 and len(said) == 1
+    monkeypatch.setitem(sys.modules, "onmt_posenc.data.chunk_japanese", None)  # importing it fails
+    assert prepare_phrases({"train": (None, target)}, tmp_path, said.append) == phrases and len(said) == 1
+    write_lines(target, ["別の文です"])  # another target: the file is made again, with the chunker
+    with pytest.raises(ImportError):
+        prepare_phrases({"train": (None, target)}, tmp_path, said.append)
 
 
 def test_grid_expansion(tmp_path):
