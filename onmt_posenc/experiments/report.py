@@ -35,10 +35,11 @@ from onmt_posenc.experiments.report_runs import collect
 from onmt_posenc.experiments.spec import ExperimentError
 
 
-def write_report(experiment, records, not_held=None):
+def write_report(experiment, records, not_held=None, token_comparisons=None):
     """report.md of a ReportedExperiment, its sections in the order they are read; returns
     its path and the cross-run results the sections computed (for results.json).
-    `not_held`: {analysis: ids of the runs whose results.json names it without its results}."""
+    `not_held`: {analysis: ids of the runs whose results.json names it without its results};
+    `token_comparisons`: the token-NLL comparisons a results.json keeps."""
     report, analyses = Report(experiment, records), experiment.analyses
     report_tables.header(report)
     report_tables.claims_table(report)
@@ -56,7 +57,7 @@ def write_report(experiment, records, not_held=None):
     if "shift_invariance" in analyses:
         report_analyses.shift_section(report)
     if "token_nll" in analyses:
-        report_analyses.token_section(report, analyses["token_nll"])
+        report_analyses.token_section(report, analyses["token_nll"], token_comparisons)
     if "position_ablation" in analyses:
         report_analyses.ablation_section(report)
     report_tables.curves_section(report)
@@ -78,8 +79,7 @@ def write(experiment, records=None):
 def render(results, output=None):
     """report.md and plots/ from a results.json alone, into `output` (default: its folder); returns report.md."""
     results = Path(results)
-    experiment, records, not_held = read_results(results, results.parent if output is None else output)
-    return write_report(experiment, records, not_held)[0]
+    return write_report(*read_results(results, results.parent if output is None else output))[0]
 
 
 def add_arguments(parser):

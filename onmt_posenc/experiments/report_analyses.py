@@ -104,27 +104,11 @@ def shift_section(report):
         report.image(path, alt)
 
 
-def token_section(report, options):
-    results, images = {}, []
-    for data in report.data_settings():
-        chosen = {label: r for label, r in first_seed_runs(report.records, data).items()
-                  if "token_nll" in r.get("analyses", {})}
-        base = baseline_label(report.experiment, chosen)
-        if base is None or len(chosen) < 2:
-            continue
-        stored = {label: read_analysis(r, "token_nll") for label, r in chosen.items()}
-        if "frequency" not in stored[base]:  # stored by a version that kept no token frequencies
-            continue
-        for label in chosen:
-            if label == base:
-                continue
-            result = token_nll.compare(stored[label]["nll"], stored[base]["nll"], stored[base]["frequency"],
-                                       options["position_width"], options["frequency_bins"])
-            name = f"{data}/{label}-vs-{base}"
-            results[name] = result
-            path = report.plots / f"tokens_{data}_{label}_vs_{base}.png"
-            token_nll.plot(result, path, label, base)
-            images.append((path, f"token NLL {name}"))
+def token_section(report, options, stored=None):
+    """Token-level NLL of each method's first seed against the baseline's, computed from the
+    runs' per-token values; a report rendered from results.json, which keeps only these
+    comparisons (`stored`, its across_runs.token_nll), draws them from there."""
+    results = _token_comparisons(report, options) or dict(stored or {})
     if not results:
         return
     report.add("## Token-level NLL", "",
@@ -133,9 +117,31 @@ def token_section(report, options):
                "the token. Above 0.5: the method wins.", "")
     report.table(["comparison", "gold tokens", "share won"],
                  [[name, r["tokens"], f"{r['share']:.3f}"] for name, r in results.items()])
-    for path, alt in images:
-        report.image(path, alt)
+    for name, result in results.items():
+        data = name.split("/", 1)[0]
+        path = report.plots / f"tokens_{data}_{result['method']}_vs_{result['baseline']}.png"
+        token_nll.plot(result, path, result["method"], result["baseline"])
+        report.image(path, f"token NLL {name}")
     report.batch["token_nll"] = results
+
+
+def _token_comparisons(report, options):
+    results = {}
+    for data in report.data_settings():
+        chosen = {label: r for label, r in first_seed_runs(report.records, data).items()
+                  if "token_nll" in r.get("analysis_results", {})}
+        base = baseline_label(report.experiment, chosen)
+        if base is None or len(chosen) < 2:
+            continue
+        stored = {label: read_analysis(r, "token_nll") for label, r in chosen.items()}
+        if "frequency" not in stored[base]:  # stored by a version that kept no token frequencies
+            continue
+        for label in chosen:
+            if label != base:
+                result = token_nll.compare(stored[label]["nll"], stored[base]["nll"], stored[base]["frequency"],
+                                           options["position_width"], options["frequency_bins"])
+                results[f"{data}/{label}-vs-{base}"] = {**result, "method": label, "baseline": base}
+    return results
 
 
 def ablation_section(report):

@@ -15,11 +15,18 @@ from onmt_posenc.experiments.store import read_json, write_json
 CSV_FIELDS = ["id", "data", "method", "K", "seed", "status"]
 
 
+# Kept in results.json as the report's comparisons across runs (across_runs), not per run:
+# token_nll's per-token values are ~220 KB a Multi30k run, the comparisons a few KB a batch.
+SUMMARISED_ANALYSES = ("token_nll",)
+
+
 def write_results(experiment, records, batch):
     """results.json and results.csv of a report.ReportedExperiment and its records."""
     out = Path(experiment.output)
+    stored = [{**r, **{key: {name: value for name, value in r[key].items() if name not in SUMMARISED_ANALYSES}
+                       for key in ("analyses", "analysis_results") if key in r}} for r in records]
     write_json(out / "results.json", {"experiment": experiment.path, "experiment_as_loaded": to_json(experiment),
-                                      "runs": records, "across_runs": batch})
+                                      "runs": stored, "across_runs": batch})
     sets = list(dict.fromkeys(name for r in records for name in r.get("bleu", {})))
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
@@ -40,7 +47,8 @@ def write_results(experiment, records, batch):
 
 def read_results(path, output):
     """(the ReportedExperiment, the records, {analysis: ids of the runs that name it but do
-    not hold its results}) of a results.json, to render its report into `output`. Each
+    not hold its results}, the token-NLL comparisons it keeps or None) of a results.json, to
+    render its report into `output`. Each
     record's status is the stored one; its convergence is today's rule on its stored curve,
     as when the report is written from the runs. A results.json written before records held
     their analyses' results names only their files, in run folders that may be gone: those
@@ -67,7 +75,11 @@ def read_results(path, output):
         for name in [name for name in record.get("analyses", {}) if name not in held]:
             del record["analyses"][name]
             not_held.setdefault(name, []).append(record["id"])
-    return from_json(stored["experiment"], stored["experiment_as_loaded"], output), stored["runs"], not_held
+    comparisons = (stored.get("across_runs") or {}).get("token_nll") or {}
+    if not all(isinstance(c, dict) and "method" in c for c in comparisons.values()):
+        comparisons = {}  # written before results.json kept them in place of the per-token values
+    return (from_json(stored["experiment"], stored["experiment_as_loaded"], output), stored["runs"], not_held,
+            comparisons or None)
 
 
 def _problem(record):

@@ -33,22 +33,33 @@ def test_committed_report_is_what_its_results_render(folder, tmp_path):
 
 
 def test_a_report_renders_the_same_from_its_results_json_alone(tmp_path):
-    """results.json holds what the report read: the experiment as loaded and each run's
-    analyses' results. Rendered from it alone, with the experiment file and run folders
-    gone, report.md is the same."""
+    """results.json holds what the report read: the experiment as loaded, each run's
+    analyses' results, and the token-NLL comparisons in place of every token's NLL. Rendered
+    from it alone, with the experiment file and run folders gone, report.md is the same."""
     loaded = experiments.load(REPO / "recipes" / "experiments" / "demo.yaml", output=tmp_path / "runs")
     shift = {"offsets": [0, 5], "matrix": [[1.0, 0.8], [0.8, 1.0]], "mean_off_diagonal": 0.8,
              "absolute_positions": True}
+
+    def tokens(run):  # the baseline's NLL is 1.0 on every token; SHAPE's lower on the first 3 of 4
+        nll = [0.5, 0.5, 0.5, 2.0] if run.method == "shape" else [1.0] * 4
+        return {"nll": [nll, nll], "frequency": [[40, 30, 2, 1], [40, 30, 2, 1]]}
+
     records = [{**run_fields(run), "status": "finished", "bleu": {"valid": 20.0 + run.seed, "test": 18.0},
                 "length_ratio": {"valid": 1.0, "test": 0.9}, "bleu_signature": "tok:13a", "config": run.config,
                 "convergence": {"converged": True, "why": "test"}, "dir": str(tmp_path / "gone" / run.id),
-                "analyses": {"shift_invariance": "analyses/shift_invariance.json"},
-                "analysis_results": {"shift_invariance": shift}} for run in loaded.runs]
+                "analyses": {"shift_invariance": "analyses/shift_invariance.json",
+                             "token_nll": "analyses/token_nll.json"},
+                "analysis_results": {"shift_invariance": shift, "token_nll": tokens(run)}} for run in loaded.runs]
     written = report.write(loaded, records).read_text(encoding="utf-8")
     assert "## Shift invariance of the encoder" in written and "| 0.800 |" in written
+    assert "| synthetic/shape-vs-ape | 8 | 0.750 |" in written
+    stored = json.loads((tmp_path / "runs" / "results.json").read_text(encoding="utf-8"))
+    assert all("token_nll" not in r["analysis_results"] and "token_nll" not in r["analyses"] for r in stored["runs"])
+    assert stored["across_runs"]["token_nll"]["synthetic/shape-vs-ape"]["share"] == 0.75
     rendered = report.render(tmp_path / "runs" / "results.json", tmp_path / "again")
     assert without_date(rendered.read_text(encoding="utf-8")) == without_date(written)
-    assert (tmp_path / "again" / "plots" / "shift_synthetic_ape_seed1.png").is_file()
+    for plot in ("shift_synthetic_ape_seed1.png", "tokens_synthetic_shape_vs_ape.png"):
+        assert (tmp_path / "again" / "plots" / plot).is_file()
 
 
 @pytest.mark.parametrize("stored, error", [

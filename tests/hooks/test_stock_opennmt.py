@@ -213,6 +213,17 @@ def test_stock_mode_is_the_a_b_baseline_end_to_end(tmp_path):
     assert translations["on"] == translations["stock"] and translations["on"].strip()
 
 
+def test_spacy_is_imported_at_its_first_use_only():
+    """OpenNMT-py imports spacy at start-up for its terminology transform (about a third of its
+    import time); with the extension on, the import waits for the first use and then gives the
+    real module; `stock` keeps OpenNMT-py's imports as they are."""
+    probe = ("import sys, onmt; print('thinc' in sys.modules); import onmt.transforms.terminology as t; "
+             "print(t.spacy.blank('en')('two words').text, 'thinc' in sys.modules); import spacy.tokens; "
+             "print(spacy.tokens.Doc.__name__)")
+    assert run([sys.executable, "-c", probe]).stdout.splitlines() == ["False", "two words True", "Doc"]
+    assert run([sys.executable, "-c", probe], env=STOCK).stdout.splitlines()[0] == "True"
+
+
 def test_off_is_exactly_stock_and_cannot_load_a_checkpoint_on_this_torch(tmp_path):
     """`ONMT_POSENC=off` adds nothing, so on torch >= 2.6 OpenNMT-py's weights-only loading
     refuses every checkpoint (docs/internals.md says so)."""
