@@ -394,6 +394,6 @@ def test_the_papers_recipe_on_your_corpus_runs_as_written(tmp_path):
     assert len((corpus / "test.hyp").read_text(encoding="utf-8").splitlines()) == 10
     import torch
 
-    opt = torch.load(corpus / "run" / "model_step_200.pt", map_location="cpu", weights_only=False)["opt"]
+    opt = torch.load(corpus / "run" / "model_step_100.pt", map_location="cpu", weights_only=False)["opt"]
     assert (opt.shape_max_shift, opt.label_smoothing, opt.adam_beta2, opt.decay_method) == (500, 0.1, 0.98, "noam")
     assert (opt.enc_layers, opt.hidden_size, opt.world_size, opt.model_dtype) == (2, 64, 1, "fp32")
