@@ -16,14 +16,14 @@ CSV_FIELDS = ["id", "data", "method", "K", "seed", "status"]
 
 
 # Kept in results.json as the report's comparisons across runs (across_runs), not per run:
-# token_nll's per-token values are ~220 KB a Multi30k run, the comparisons a few KB a batch.
-SUMMARISED_ANALYSES = ("token_nll",)
+# its per-token values are ~220 KB a Multi30k run, the comparisons a few KB a batch.
+KEPT_AS_COMPARISONS = "token_nll"
 
 
 def write_results(experiment, records, batch):
     """results.json and results.csv of a report.ReportedExperiment and its records."""
     out = Path(experiment.output)
-    stored = [{**r, **{key: {name: value for name, value in r[key].items() if name not in SUMMARISED_ANALYSES}
+    stored = [{**r, **{key: {name: value for name, value in r[key].items() if name != KEPT_AS_COMPARISONS}
                        for key in ("analyses", "analysis_results") if key in r}} for r in records]
     write_json(out / "results.json", {"experiment": experiment.path, "experiment_as_loaded": to_json(experiment),
                                       "runs": stored, "across_runs": batch})
@@ -75,7 +75,7 @@ def read_results(path, output):
         for name in [name for name in record.get("analyses", {}) if name not in held]:
             del record["analyses"][name]
             not_held.setdefault(name, []).append(record["id"])
-    comparisons = (stored.get("across_runs") or {}).get("token_nll") or {}
+    comparisons = (stored.get("across_runs") or {}).get(KEPT_AS_COMPARISONS) or {}
     if not all(isinstance(c, dict) and "method" in c for c in comparisons.values()):
         comparisons = {}  # written before results.json kept them in place of the per-token values
     return (from_json(stored["experiment"], stored["experiment_as_loaded"], output), stored["runs"], not_held,
