@@ -19,6 +19,7 @@ from onmt_posenc.analysis import length_buckets
 from onmt_posenc.experiments.claims_batch import (Batch, joined_training, mean_cell, missing, row, unconverged,
                                                   vanilla_comparison)
 from onmt_posenc.experiments.perspe_claims import perspe_claims
+from onmt_posenc.experiments.report_runs import speed_compared_runs
 
 # Training speed ratio within this of 1 is "about as fast".
 SAME_SPEED = 0.05
@@ -149,9 +150,12 @@ def speed(batch, speeds, role, paper, held):
             continue
         ratio = speeds[data][other["label"]]
         measured = f"{batch.where(data, role)}: x{ratio:.3f} training tokens/s"
-        shared = list(filter(None, (shared_device(ape), shared_device(other))))
+        compared = [r for r in speed_compared_runs(batch.experiment, batch.records, data)
+                    if r["label"] in (ape["label"], other["label"])]
+        shared = list(filter(None, map(shared_device, compared)))
         if shared:  # a ratio measured beside other work depends on that work
-            return row(claim, paper, f"{measured}; not a measurement of the method: {'; '.join(shared)}",
+            more = f"; {len(shared) - 2} more of the runs compared likewise" if len(shared) > 2 else ""
+            return row(claim, paper, f"{measured}; not a measurement of the method: {'; '.join(shared[:2])}{more}",
                         "not measured")
         return row(claim, paper, measured, held(ratio))
     return missing(claim, paper, f"training speed of APE and {role}")

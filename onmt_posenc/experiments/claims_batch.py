@@ -72,7 +72,7 @@ class Batch:
     """The finished runs of a batch, by data setting and role (APE, SHAPE, RPE)."""
 
     def __init__(self, experiment, records):
-        self.experiment = experiment
+        self.experiment, self.records = experiment, records
         by_label = {}  # (data, role) -> {label: finished records}
         for record in records:
             role = role_of(record, experiment.baseline) if record["status"] == "finished" else None

@@ -8,6 +8,7 @@ import statistics
 from onmt_posenc.analysis import plots
 from onmt_posenc.experiments import claims, curves
 from onmt_posenc.experiments.report_document import mean_cell
+from onmt_posenc.experiments.report_runs import describe_machine, speed_machine, timed_runs
 
 
 def header(report):
@@ -48,8 +49,7 @@ def bleu_table(report):
         for label in report.labels(data):
             runs = report.finished(data, label)
             cells = [mean_cell([r["bleu"][name] for r in runs if name in r["bleu"]]) for name in sets]
-            ratio = report.batch["speed"].get(data, {}).get(label)
-            rows.append([data, report.kind(data), label, len(runs), *cells, f"x{ratio:.2f}" if ratio else "–"])
+            rows.append([data, report.kind(data), label, len(runs), *cells, speed_cell(report, data, label)])
     report.table(["data", "setting", "method", "seeds", *sets, "speed"], rows)
 
 
@@ -170,25 +170,47 @@ def curves_section(report):
     report.table(["run", "updates", "final valid ppl", "converged", "why"], rows)
 
 
+def speed_cell(report, data, label):
+    """The label's training speed relative to the baseline; the baseline's own is 1 by construction."""
+    ratio = report.batch["speed"].get(data, {}).get(label)
+    if ratio is None:
+        return "–"
+    baseline = next(l for l in report.labels(data) if report.finished(data, l)
+                    and report.finished(data, l)[0]["method"] == report.experiment.baseline)
+    return f"x{ratio:.2f}" + (" (baseline)" if label == baseline else "")
+
+
 def speed_table(report):
-    rows, machines = [], set()
+    numbers, rows = {}, []  # machine in words -> its number in the table
     for data in report.data_settings():
+        timed = timed_runs(report.records, data)
+        compared = speed_machine(report.experiment, timed)
         for label in report.labels(data):
-            runs = [r for r in report.finished(data, label) if r.get("training_speed")]
-            machines.update(describe_machine(r["machine"]) for r in runs if r.get("machine"))
-            ratio = report.batch["speed"].get(data, {}).get(label)
-            rows.append([data, label, mean_cell([r["training_speed"]["tokens_per_second"] for r in runs], 0),
-                         f"x{ratio:.2f}" if ratio else "–", mean_cell([r["train_seconds"] / 60 for r in runs], 1)])
-    if not rows:
+            by_machine = {}
+            for r in timed:
+                if r["label"] == label:
+                    by_machine.setdefault(describe_machine(r.get("machine")), []).append(r)
+            if not by_machine:
+                rows.append([data, "–", label, "–", "–", "–"])
+            for machine, runs in by_machine.items():
+                number = numbers.setdefault(machine, len(numbers) + 1)
+                rows.append([data, number, label, mean_cell([r["training_speed"]["tokens_per_second"] for r in runs], 0),
+                             speed_cell(report, data, label) if machine == compared else "–",
+                             mean_cell([r["train_seconds"] / 60 for r in runs], 1)])
+    if not numbers:
         return
     report.add("## Training speed", "",
                "Measured in each run while onmt_train trained it (forward, backward and optimizer step, "
                "dropout on, on the same training data and batch settings for every method of a data setting): "
                "source + target tokens per second, the median over OpenNMT-py's report intervals after the "
-               "first (warm-up). Runs ran one after another on "
-               + ("; ".join(sorted(machines)) or "an unrecorded machine")
-               + "; a busy machine slows whichever run it meets, so read ratios near 1 as equal.", "")
-    report.table(["data", "method", "tokens/s", f"vs {report.experiment.baseline}", "training minutes"], rows)
+               "first (warm-up), mean over seeds. Machines: "
+               + "; ".join(f"{number}: {machine}" for machine, number in numbers.items()) + ". "
+               f"Ratios to `{report.experiment.baseline}` compare runs on one machine (of those the baseline "
+               "trained on, the one that trained most runs); a run on another machine has no ratio, and the "
+               "baseline's own is 1 by construction. A busy machine slows whichever run it meets, so read "
+               "ratios near 1 as equal.", "")
+    report.table(["data", "machine", "method", "tokens/s", f"vs {report.experiment.baseline}", "training minutes"],
+                 rows)
 
 
 def runs_table(report):
@@ -203,8 +225,3 @@ def runs_table(report):
         minutes = f"{r['seconds'] / 60:.1f}" if "seconds" in r and shown else "–"
         rows.append([r["id"], r["status"], bleu, minutes, (note + log).replace("|", "/") or "–"])
     report.table(["run", "status", "BLEU", "minutes", "notes"], rows)
-
-
-def describe_machine(machine):
-    gpus = f", GPU {', '.join(machine['gpus'])}" if machine.get("gpus") else ""
-    return f"{machine['cpu']} ({machine['cores']} cores{gpus}), torch {machine['torch']}"

@@ -157,16 +157,18 @@ def test_a_data_settings_keys_concern_only_its_own_runs(tmp_path):
 
 
 def test_speed_claims_only_from_runs_that_trained_alone(tmp_path):
-    """Several shards on one GPU, or a loaded CPU: the ratio depends on what ran beside."""
+    """Several shards on one GPU, or a loaded CPU: the ratio depends on what ran beside. Only
+    the runs the ratio compares count: not a baseline seed on another machine."""
     from onmt_posenc.experiments import claims
 
     loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "K": [10]},
                                               data={"small": {"synthetic": {}}}))
 
-    def record(method, sharing):
-        return {"id": f"small/{method}/seed1", "data": "small", "method": method, "seed": 1, "status": "finished",
-                "label": "shape-K10" if method == "shape" else method, "bleu": {}, "device_sharing": sharing,
-                "config": {"shape_max_shift": 10} if method == "shape" else {}}
+    def record(method, sharing, seed=1, machine="A"):
+        return {"id": f"small/{method}/seed{seed}", "data": "small", "method": method, "seed": seed,
+                "status": "finished", "label": "shape-K10" if method == "shape" else method, "bleu": {},
+                "device_sharing": sharing, "config": {"shape_max_shift": 10} if method == "shape" else {},
+                "machine": {"cpu": machine, "cores": 2, "torch": "2.13"}, "training_speed": {"tokens_per_second": 1.0}}
 
     alone = {"other_trainings": 0, "load_average": 1.1, "cores": 2}
     speeds = {"small": {"ape": 1.0, "shape-K10": 1.02}}
@@ -179,17 +181,25 @@ def test_speed_claims_only_from_runs_that_trained_alone(tmp_path):
         row = claims.speed(claims.Batch(loaded, [record("ape", ape), record("shape", shape)]), speeds, "SHAPE",
                            "paper", lambda ratio: abs(ratio - 1) <= claims.SAME_SPEED)
         assert row["held"] == held and (said is None or said in row["measured"]), row
+    elsewhere = [record("ape", {**alone, "other_trainings": 3}, machine="B"),
+                 record("ape", alone, seed=2), record("shape", alone)]
+    row = claims.speed(claims.Batch(loaded, elsewhere), speeds, "SHAPE", "paper", lambda ratio: True)
+    assert row["held"] == "yes", row
 
 
 def test_speed_ratios_only_between_runs_on_one_machine(tmp_path):
+    """The baseline trained on both machines; the ratios are those of the machine that trained
+    most runs, never a ratio between machines."""
     from onmt_posenc.experiments.report_runs import relative_speeds
 
     loaded = experiments.load(experiment_file(tmp_path))
-    here, there = {"cpu": "A", "cores": 2}, {"cpu": "B", "cores": 64}
+    cpu, gpu = {"cpu": "A", "cores": 2, "torch": "2.13"}, {"cpu": "B", "cores": 16, "gpus": ["H100"], "torch": "2.11"}
     records = [{"data": "small", "method": method, "label": method, "status": "finished", "machine": machine,
                 "training_speed": {"tokens_per_second": speed}}
-               for method, machine, speed in (("ape", here, 1000.0), ("rpe", here, 900.0), ("shape", there, 5000.0))]
-    assert relative_speeds(loaded, records) == {"small": {"ape": 1.0, "rpe": 0.9}}
+               for method, machine, speed in (("ape", cpu, 1000.0), ("rpe", cpu, 900.0), ("ape", gpu, 50000.0),
+                                              ("shape", gpu, 45000.0), ("rpe", gpu, 40000.0))]
+    assert relative_speeds(loaded, records) == {"small": {"ape": 1.0, "shape": 0.9, "rpe": 0.8}}
+    assert relative_speeds(loaded, records[:2] + records[3:]) == {"small": {"ape": 1.0, "rpe": 0.9}}
 
 
 @pytest.mark.parametrize("recipe", ["shape_interpolate.yaml", "ape_extrapolate.yaml"])
