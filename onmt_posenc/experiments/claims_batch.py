@@ -145,9 +145,18 @@ class Comparison(NamedTuple):
     eval_set: str
     one: list  # the role's BLEU, a score a seed
     other: list  # the other role's
-    difference: float  # of the means, the role's minus the other's
     tolerance: float  # same_bleu_tolerance's
     rule: str
+
+    @property
+    def means(self):
+        return statistics.mean(self.one), statistics.mean(self.other)
+
+    @property
+    def difference(self):
+        """Of the means, the role's minus the other's."""
+        one, other = self.means
+        return one - other
 
 
 def vanilla_comparison(batch, role, against):
@@ -158,8 +167,7 @@ def vanilla_comparison(batch, role, against):
         one, other = batch.bleu(data, role, eval_set), batch.bleu(data, against, eval_set)
         if one and other:
             tolerance, rule = same_bleu_tolerance(one, other)
-            return Comparison(data, eval_set, one, other, statistics.mean(one) - statistics.mean(other),
-                              tolerance, rule)
+            return Comparison(data, eval_set, one, other, tolerance, rule)
     return None
 
 

@@ -2,8 +2,6 @@
 mask, tested on a batch's results where it has the methods: the rows after the SHAPE
 paper's in the report's claims table, judged the same way (claims_batch), "about the
 same" within the seeds' spread."""
-import statistics
-
 from onmt_posenc.experiments.claims_batch import ROLES, mean_cell, missing, row, unconverged, vanilla_comparison
 
 # "Collapses": BLEU at most this share of the other method's
@@ -12,31 +10,35 @@ COLLAPSE = 0.75
 
 def compare(batch, claim, paper, role, against, judge):
     """`role` against `against` on the test set of the first VANILLA setting with both:
-    judge(difference, tolerance, role's mean, against's mean) says if the claim held."""
+    judge(the claims_batch.Comparison) says if the claim held."""
     found = vanilla_comparison(batch, role, against)
     if found is None:
         return missing(claim, paper, f"a VANILLA data setting with {role} and {against}")
     measured = (f"{batch.where(found.data, role, against)}, {found.eval_set}: {role} {mean_cell(found.one)} vs "
                 f"{against} {mean_cell(found.other)} ({found.difference:+.2f}; {found.rule})")
     return (unconverged(claim, paper, measured, batch.runs[(found.data, role)] + batch.runs[(found.data, against)])
-            or row(claim, paper, measured, judge(found.difference, found.tolerance, statistics.mean(found.one),
-                                                 statistics.mean(found.other))))
+            or row(claim, paper, measured, judge(found)))
 
 
-def better(difference, tolerance, *means):
-    return difference > tolerance
+def better(found):
+    return found.difference > found.tolerance
 
 
-def worse(difference, tolerance, *means):
-    return difference < -tolerance
+def worse(found):
+    return found.difference < -found.tolerance
 
 
-def same(difference, tolerance, *means):
-    return abs(difference) <= tolerance
+def same(found):
+    return abs(found.difference) <= found.tolerance
 
 
-def collapses(difference, tolerance, mean, against):
+def not_worse(found):
+    return found.difference >= -found.tolerance
+
+
+def collapses(found):
     """Far below: at most COLLAPSE of the other's BLEU (the perSPE paper's 22.8 of 40.8 is 0.56)."""
+    mean, against = found.means
     return mean <= COLLAPSE * against
 
 
@@ -68,8 +70,7 @@ def perspe_claims(batch):
         compare(batch, "perSPE (target phrases, [-1, 1]) improves BLEU over SPE",
                 "ASPEC 41.0 -> 41.4; IWSLT17 8.5 -> 9.3 (Tables 2, 3)", "perSPE", "APE", better),
         compare(batch, "Token-level perturbation of the decoder ([-2, 2]) does not hurt",
-                "SPE/perSPE 41.2 vs SPE/SPE 40.8 (Table 4)", "SPE/perSPE-token", "APE",
-                lambda difference, tolerance, *means: difference >= -tolerance),
+                "SPE/perSPE 41.2 vs SPE/SPE 40.8 (Table 4)", "SPE/perSPE-token", "APE", not_worse),
         compare(batch, "Perturbing the encoder's positions hurts", "perSPE/SPE 37.4 vs SPE/SPE 40.8 (Table 4)",
                 "perSPE-token/SPE", "APE", worse),
         compare(batch, "Perturbing both sides collapses BLEU", "perSPE/perSPE 23.7 vs SPE/SPE 40.8 (Table 4)",
@@ -79,7 +80,7 @@ def perspe_claims(batch):
         compare(batch, "No positions in the decoder barely changes BLEU", "SPE/none 41.0 vs SPE/SPE 40.8 (Table 1)",
                 "SPE/none", "APE", same),
         compare(batch, "RPE in the encoder only is about RPE on both sides", "RPE/none 40.3 vs RPE/RPE 39.1 "
-                "(Table 1; keys only)", "RPE/none", "RPE", lambda difference, tolerance, *means: difference >= -tolerance),
+                "(Table 1; keys only)", "RPE/none", "RPE", not_worse),
         compare(batch, "RPE in the decoder only collapses BLEU", "none/RPE 19.3 vs RPE/RPE 39.1 (Table 1)",
                 "none/RPE", "RPE", collapses),
         compare(batch, "The decaying mask beats no positions in the decoder (trained)",
