@@ -109,7 +109,7 @@ def relative_speeds(experiment, records):
             continue
         mean = {label: statistics.mean(r["training_speed"]["tokens_per_second"] for r in here if r["label"] == label)
                 for label in dict.fromkeys(r["label"] for r in here)}
-        baseline = next(r["label"] for r in here if r["method"] == experiment.baseline)
+        baseline = baseline_label(experiment, {r["label"]: r for r in here})
         speeds[data] = {label: value / mean[baseline] for label, value in mean.items()}
     return speeds
 

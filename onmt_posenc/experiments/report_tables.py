@@ -8,7 +8,7 @@ import statistics
 from onmt_posenc.analysis import plots
 from onmt_posenc.experiments import claims, curves
 from onmt_posenc.experiments.report_document import mean_cell
-from onmt_posenc.experiments.report_runs import describe_machine, speed_machine, timed_runs
+from onmt_posenc.experiments.report_runs import baseline_label, describe_machine, speed_machine, timed_runs
 
 
 def header(report):
@@ -175,9 +175,8 @@ def speed_cell(report, data, label):
     ratio = report.batch["speed"].get(data, {}).get(label)
     if ratio is None:
         return "–"
-    baseline = next(l for l in report.labels(data) if report.finished(data, l)
-                    and report.finished(data, l)[0]["method"] == report.experiment.baseline)
-    return f"x{ratio:.2f}" + (" (baseline)" if label == baseline else "")
+    compared = {l: report.finished(data, l)[0] for l in report.batch["speed"][data]}
+    return f"x{ratio:.2f}" + (" (baseline)" if label == baseline_label(report.experiment, compared) else "")
 
 
 def speed_table(report):
