@@ -22,13 +22,15 @@ def collect(experiment):
         config = run_config(experiment, run, corpus_files(setting, data_dir(experiment, run.data)))
         state = run_state(directory, config, experiment, setting)
         if state.kind == "missing":
-            record = {"status": "missing"}
+            record = {"status": "missing", "error": state.why}
         elif state.kind == "unreadable":
             record = {"status": "failed", "error": state.why}
         else:
             record = state.record
             if state.kind in STALE:
                 record.update(status="stale", error=f"stale: {state.why}")
+            elif state.kind == "interrupted":  # as of now: the file may have changed since it stopped
+                record["error"] = state.why
             if record.get("curve"):  # the rule of today's code, also for results stored under an older one
                 record["convergence"] = curves.convergence(record["curve"]["valid"])
             if record["status"] != "failed":

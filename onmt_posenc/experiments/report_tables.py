@@ -15,6 +15,7 @@ def header(report):
     finished = sum(r["status"] == "finished" for r in report.records)
     failed = [r for r in report.records if r["status"] == "failed"]
     stale = [r for r in report.records if r["status"] == "stale"]
+    interrupted = [r for r in report.records if r["status"] == "interrupted"]
     missing = [r for r in report.records if r["status"] == "missing"]
     report.add(f"# {report.experiment.name}: position methods compared", "",
                f"Experiment file `{report.experiment.path}`, report written "
@@ -22,7 +23,8 @@ def header(report):
                f"{finished} of {len(report.records)} runs finished"
                + (f", {len(failed)} failed" if failed else "")
                + (f", {len(stale)} stale (made with other settings than the file's; left out)" if stale else "")
-               + (f", {len(missing)} not run yet" if missing else "") + ".", "",
+               + (f", {len(interrupted)} interrupted" if interrupted else "")
+               + (f", {len(missing)} without a result yet" if missing else "") + ".", "",
                "Data settings: " + "; ".join(f"{label}: {report.experiment.data[label].design}"
                                               for label in report.data_settings()) + ".", "")
 

@@ -1,20 +1,8 @@
 """A run's checkpoints: which it saved, which load, which to keep, and where an unfinished
 run goes on from."""
-from pathlib import Path
-
-import yaml
-
-from onmt_posenc.experiments.state import goes_on, warm_source_changed
+from onmt_posenc.experiments.state import start_again_why
+from onmt_posenc.experiments.store import saved_checkpoints
 from onmt_posenc.model.checkpoints import is_complete
-
-
-def checkpoint_step(path):
-    return int(Path(path).stem.rsplit("_", 1)[1])
-
-
-def saved_checkpoints(run_dir):
-    """The run's checkpoints, oldest first."""
-    return sorted(Path(run_dir).glob("model_step_*.pt"), key=checkpoint_step)
 
 
 def newest_complete_checkpoint(run_dir, say):
@@ -42,14 +30,8 @@ def keep_newest(saved, keep):
 def resume_point(directory, config, say):
     """Where an unfinished run goes on from: its newest complete checkpoint, if the run
     was made with this config (or one with fewer updates); None (start clean) otherwise."""
-    try:
-        stored = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    if not isinstance(stored, dict) or not goes_on(stored, config):
-        say("an unfinished attempt with another config; starting again")
-        return None
-    if warm_source_changed(directory, config):
-        say(f"an unfinished attempt from {config['train_from']} as it was before it changed; starting again")
+    why = start_again_why(directory, config)
+    if why:
+        say(f"an unfinished attempt {why}; starting again")
         return None
     return newest_complete_checkpoint(directory, say)

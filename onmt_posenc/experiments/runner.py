@@ -35,10 +35,11 @@ from onmt_posenc.experiments.opennmt_config import run_config
 from onmt_posenc.experiments.progress import DeviceWatch, Progress, machine, train_progress
 from onmt_posenc.experiments.records import read_stored
 from onmt_posenc.experiments.run_analyses import RunAnalyses
-from onmt_posenc.experiments.run_checkpoints import checkpoint_step, keep_newest, resume_point, saved_checkpoints
+from onmt_posenc.experiments.run_checkpoints import keep_newest, resume_point
 from onmt_posenc.experiments.state import evaluation_of, interrupted_why, run_state
-from onmt_posenc.experiments.store import (AVERAGED, FAILURE, INTERRUPTED, RESULT, WARM_START, data_dir, file_digest,
-                                           run_dir, run_fields, write_json, write_text_atomically)
+from onmt_posenc.experiments.store import (AVERAGED, FAILURE, INTERRUPTED, RESULT, WARM_START, checkpoint_step,
+                                           data_dir, file_digest, run_dir, run_fields, saved_checkpoints, write_json,
+                                           write_text_atomically)
 from onmt_posenc.core.text import read_lines, scan_text
 
 # The seconds onmt_build_vocab took, in the run's folder

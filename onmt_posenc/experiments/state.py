@@ -2,7 +2,8 @@
 and the report (which shows it), with the same words: whether what is stored is what the
 experiment file makes now (its settings, the model it started from, its evaluation).
 
-    missing               nothing stored yet
+    missing               no record stored yet: not run, or started (checkpoints but no record:
+                          training now, or killed without one)
     unreadable            a result.json or failure.json that cannot be read or used
     failed                its failure.json
     interrupted           its interrupted.json: stopped by a signal; the same command goes on
@@ -25,7 +26,8 @@ from onmt_posenc.core.scoring import LANGUAGE_TOKENIZERS
 from onmt_posenc.experiments import curves
 from onmt_posenc.experiments.records import read_stored
 from onmt_posenc.experiments.spec import RUNNER_KEYS
-from onmt_posenc.experiments.store import FAILURE, INTERRUPTED, RESULT, WARM_START, file_digest, read_json
+from onmt_posenc.experiments.store import (FAILURE, INTERRUPTED, RESULT, WARM_START, checkpoint_step, file_digest,
+                                           read_json, saved_checkpoints)
 
 # The states a finished run's figures are left out of the report's tables for
 STALE = ("more_updates", "other_settings", "warm_source_changed", "evaluated_otherwise")
@@ -123,9 +125,28 @@ def goes_on(stored, config):
     return old.pop("train_steps", steps) <= new.pop("train_steps", steps) and old == new
 
 
-def interrupted_why(record):
-    """What an interrupted run's record means, in the words the runner and the report show."""
+def start_again_why(directory, config):
+    """Why the unfinished attempt in `directory` cannot go on to `config` from its
+    checkpoints, or None where it can: it was made with another config, or from a
+    warm-start model that has changed since."""
+    directory = Path(directory)
+    try:
+        stored = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return "without a readable config.yaml"
+    if not isinstance(stored, dict) or not goes_on(stored, config):
+        return "with another config"
+    if warm_source_changed(directory, config):
+        return f"from {config['train_from']} as it was before it changed"
+    return None
+
+
+def interrupted_why(record, start_again=None):
+    """What an interrupted run's record means, in the words the runner and the report show;
+    `start_again`: why its checkpoints cannot be gone on from (start_again_why)."""
     at = f" at update {record['step']}" if record.get("step") else " before its first checkpoint"
+    if start_again:
+        return f"interrupted{at}, an attempt {start_again}: `onmt-posenc run` starts it again"
     command = f"`{record['command']}`" if record.get("command") else "the same `onmt-posenc run` command"
     return f"interrupted{at}; {command} goes on from where it stopped"
 
@@ -138,12 +159,19 @@ def run_state(directory, config, experiment, setting):
             record, unreadable = read_stored(directory / name)
             break
     else:
-        return RunState("missing", "not run yet")
+        saved = saved_checkpoints(directory)
+        if not saved:
+            return RunState("missing", "not run yet")
+        why = start_again_why(directory, config)
+        going_on = (f"an attempt {why}: `onmt-posenc run` starts it again" if why
+                    else "`onmt-posenc run` goes on from its newest complete checkpoint")
+        return RunState("missing", f"started, no result yet: checkpoints up to update {checkpoint_step(saved[-1])} "
+                                   f"(training now, or stopped without a record); {going_on}")
     if unreadable:
         return RunState("unreadable", f"{unreadable}; `onmt-posenc run` does this run again from its newest "
                                       "checkpoint")
     if record["status"] == "interrupted":
-        return RunState("interrupted", interrupted_why(record), record)
+        return RunState("interrupted", interrupted_why(record, start_again_why(directory, config)), record)
     if record["status"] != "finished":
         return RunState("failed", record.get("error") or "failed", record)
     if warm_source_changed(directory, config):

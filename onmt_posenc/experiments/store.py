@@ -9,6 +9,7 @@ this module; neither imports the other.
         failure.json                           the run failed (error and log)
         interrupted.json                       the run was stopped by a signal (where, and the command that goes on)
         warm_start.json                        warm_start: which model the run started from
+        model_step_<N>.pt                      onmt_train's checkpoint after update N
 """
 import hashlib
 import json
@@ -23,6 +24,15 @@ FAILURE = "failure.json"
 INTERRUPTED = "interrupted.json"
 # warm_start: the SHA-256 of the source model when the run started from it
 WARM_START = "warm_start.json"
+
+
+def checkpoint_step(path):
+    return int(Path(path).stem.rsplit("_", 1)[1])
+
+
+def saved_checkpoints(run_dir):
+    """The run's checkpoints, oldest first."""
+    return sorted(Path(run_dir).glob("model_step_*.pt"), key=checkpoint_step)
 
 
 def write_text_atomically(path, text):

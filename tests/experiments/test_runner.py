@@ -383,6 +383,45 @@ def test_a_finished_run_is_evaluated_again_when_the_evaluation_changes(demo, tmp
     assert (finished / "result.json").is_file()
 
 
+def test_the_report_says_how_an_unfinished_run_goes_on(tmp_path):
+    """A run with checkpoints but no record (training now, or killed without one) and one
+    interrupted before the file changed: the Runs table says what `run` will do with each,
+    in the runner's words, and the header counts them."""
+    from onmt_posenc.experiments import report, report_runs
+    from onmt_posenc.experiments.data_preparation import corpus_files
+    from onmt_posenc.experiments.opennmt_config import run_config
+    from onmt_posenc.experiments.store import data_dir, run_dir
+
+    path = experiment_file(tmp_path, data={"small": {"synthetic": {"train_examples": 50}}},
+                           grid={"method": ["ape", "shape", "rpe"], "K": [10], "seed": [1]})
+    loaded = experiments.load(path, output=tmp_path / "out")
+    ape, shape, _ = loaded.runs
+    configs = {}
+    for run, changes in ((ape, {}), (shape, {"dropout": [0.3]})):  # shape: made before the file changed
+        directory = run_dir(loaded, run)
+        directory.mkdir(parents=True)
+        configs[run.id] = run_config(loaded, run, corpus_files(loaded.data[run.data], data_dir(loaded, run.data)))
+        write_yaml(directory / "config.yaml", {**configs[run.id], **changes})
+        for step in (4, 8):
+            (directory / f"model_step_{step}.pt").write_bytes(b"")
+    (run_dir(loaded, shape) / "interrupted.json").write_text(json.dumps(
+        {**runner.run_fields(shape), "status": "interrupted", "step": 8, "command": "onmt-posenc run x.yaml"}))
+
+    records = report_runs.collect(loaded)
+    assert [r["status"] for r in records] == ["missing", "interrupted", "missing"]
+    assert records[0]["error"] == ("started, no result yet: checkpoints up to update 8 (training now, or stopped "
+                                   "without a record); `onmt-posenc run` goes on from its newest complete checkpoint")
+    assert records[1]["error"] == ("interrupted at update 8, an attempt with another config: `onmt-posenc run` "
+                                   "starts it again")
+    assert records[2]["error"] == "not run yet"
+    said = []  # the runner, on the interrupted run
+    assert run_checkpoints.resume_point(run_dir(loaded, shape), configs[shape.id], said.append) is None
+    assert said == ["an unfinished attempt with another config; starting again"]
+    text = report.write(loaded, records).read_text(encoding="utf-8")
+    assert "0 of 3 runs finished, 1 interrupted, 2 without a result yet." in text
+    assert f"| {ape.id} | missing | – | – | started, no result yet: checkpoints up to update 8 " in text
+
+
 def test_a_warm_started_run_waits_for_its_source_to_finish(tmp_path):
     """With shards, a warm-started run can come before its source has finished: it fails
     in one line naming the source, and trains nothing."""
@@ -731,7 +770,8 @@ def test_progress_of_a_resumed_run_counts_only_the_steps_trained_since(monkeypat
 
 
 def test_a_resumed_run_keeps_as_many_checkpoints_as_one_that_was_not(tmp_path):
-    from onmt_posenc.experiments.run_checkpoints import keep_newest, saved_checkpoints
+    from onmt_posenc.experiments.run_checkpoints import keep_newest
+    from onmt_posenc.experiments.store import saved_checkpoints
 
     for step in (250, 500, 750, 1000, 1250):  # 250-750 from the interrupted attempt
         (tmp_path / f"model_step_{step}.pt").write_bytes(b"x")
