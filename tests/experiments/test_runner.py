@@ -26,7 +26,7 @@ SCALED_DOWN = [
     "settings.train_steps=16", "settings.save_checkpoint_steps=8", "settings.valid_steps=16",
     "settings.report_every=4", "settings.warmup_steps=8",
     "data.synthetic.synthetic.train_examples=600", "data.synthetic.synthetic.eval_examples=12",
-    "evaluation.translate.max_length=30",
+    "evaluation.translate.max_length=30", "analyses.swapped.train_examples=12",
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LONG = 1800  # seconds: three small trainings and their evaluation, on a slow machine
