@@ -20,10 +20,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 # PYTEST_ARGS: e.g. one test file, `make test PYTEST_ARGS=tests/test_preflight.py`.
-# Two workers; the tests of a file that share its trained fixtures on one of them
-# (tests/conftest.py groups them), so those fixtures are made once.
+# Two workers, each file on one of them (a file's trained fixtures are made once).
 test: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
 # The tests that neither train nor run a command (marked by tests/conftest.py): a few
 # minutes' work less than one, for the edit-test loop.

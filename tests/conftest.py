@@ -168,14 +168,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "commands: trains a model or runs a command (left out by `make test-fast`)")
 
 
-# First, so that pytest-xdist's own hook sees the groups given here.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
         if _runs_commands(item.function, fixtures, set()):
             item.add_marker(pytest.mark.commands)
-        # `make test` (--dist loadgroup): the tests that share a module's fixture (models
-        # trained once) run on one worker, each other test on whichever worker is free.
-        if any(d.scope == "module" for defs in fixtures.values() for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
