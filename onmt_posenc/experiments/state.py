@@ -133,8 +133,10 @@ def start_again_why(directory, config):
     try:
         stored = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        stored = None
+    if not isinstance(stored, dict):
         return "without a readable config.yaml"
-    if not isinstance(stored, dict) or not goes_on(stored, config):
+    if not goes_on(stored, config):
         return "with another config"
     if warm_source_changed(directory, config):
         return f"from {config['train_from']} as it was before it changed"
@@ -163,10 +165,10 @@ def run_state(directory, config, experiment, setting):
         if not saved:
             return RunState("missing", "not run yet")
         why = start_again_why(directory, config)
-        going_on = (f"an attempt {why}: `onmt-posenc run` starts it again" if why
-                    else "`onmt-posenc run` goes on from its newest complete checkpoint")
+        going_on = (f"an attempt {why}: `onmt-posenc run` starts it again" if why else
+                    "`onmt-posenc run` goes on from its newest complete checkpoint, or starts again if none is")
         return RunState("missing", f"started, no result yet: checkpoints up to update {checkpoint_step(saved[-1])} "
-                                   f"(training now, or stopped without a record); {going_on}")
+                                   f"(running now, or stopped without a record); {going_on}")
     if unreadable:
         return RunState("unreadable", f"{unreadable}; `onmt-posenc run` does this run again from its newest "
                                       "checkpoint")

@@ -387,7 +387,7 @@ def test_the_report_says_how_an_unfinished_run_goes_on(tmp_path):
     """A run with checkpoints but no record (training now, or killed without one) and one
     interrupted before the file changed: the Runs table says what `run` will do with each,
     in the runner's words, and the header counts them."""
-    from onmt_posenc.experiments import report, report_runs
+    from onmt_posenc.experiments import report, report_runs, state
     from onmt_posenc.experiments.data_preparation import corpus_files
     from onmt_posenc.experiments.opennmt_config import run_config
     from onmt_posenc.experiments.store import data_dir, run_dir
@@ -409,17 +409,25 @@ def test_the_report_says_how_an_unfinished_run_goes_on(tmp_path):
 
     records = report_runs.collect(loaded)
     assert [r["status"] for r in records] == ["missing", "interrupted", "missing"]
-    assert records[0]["error"] == ("started, no result yet: checkpoints up to update 8 (training now, or stopped "
-                                   "without a record); `onmt-posenc run` goes on from its newest complete checkpoint")
+    assert records[0]["error"] == ("started, no result yet: checkpoints up to update 8 (running now, or stopped "
+                                   "without a record); `onmt-posenc run` goes on from its newest complete "
+                                   "checkpoint, or starts again if none is")
     assert records[1]["error"] == ("interrupted at update 8, an attempt with another config: `onmt-posenc run` "
                                    "starts it again")
     assert records[2]["error"] == "not run yet"
-    said = []  # the runner, on the interrupted run
-    assert run_checkpoints.resume_point(run_dir(loaded, shape), configs[shape.id], said.append) is None
-    assert said == ["an unfinished attempt with another config; starting again"]
     text = report.write(loaded, records).read_text(encoding="utf-8")
     assert "0 of 3 runs finished, 1 interrupted, 2 without a result yet." in text
     assert f"| {ape.id} | missing | – | – | started, no result yet: checkpoints up to update 8 " in text
+    # what the runner does with them: these checkpoints are empty files, none complete
+    said = []
+    assert run_checkpoints.resume_point(run_dir(loaded, ape), configs[ape.id], said.append) is None
+    assert said == ["model_step_8.pt is not a complete checkpoint; removed",
+                    "model_step_4.pt is not a complete checkpoint; removed"]
+    said = []
+    assert run_checkpoints.resume_point(run_dir(loaded, shape), configs[shape.id], said.append) is None
+    assert said == ["an unfinished attempt with another config; starting again"]
+    (run_dir(loaded, shape) / "config.yaml").write_text("")
+    assert state.start_again_why(run_dir(loaded, shape), configs[shape.id]) == "without a readable config.yaml"
 
 
 def test_a_warm_started_run_waits_for_its_source_to_finish(tmp_path):
