@@ -20,9 +20,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 # PYTEST_ARGS: e.g. one test file, `make test PYTEST_ARGS=tests/test_preflight.py`.
-# Two workers, each file on one of them (a file's trained fixtures are made once).
+# Two workers, each file on one of them (a file's trained fixtures are made once), the
+# longest files first (tests/conftest.py orders them).
 test: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The tests that neither train nor run a command (marked by tests/conftest.py): a few
 # minutes' work less than one, for the edit-test loop.
