@@ -171,7 +171,7 @@ def pytest_configure(config):
 # The test files that take longest (a clean run's --durations: 660, 370, 340, 260, 210 and 150
 # seconds), first. `make test` hands each of its two workers whole files in collection order
 # (--dist loadfile --no-loadscope-reorder), so these start at once and the short files even out
-# the end; by xdist's own order (most tests first) the longest file started a third of the way in.
+# the end; in xdist's own order (most tests first) the longest file came tenth.
 LONGEST_FIRST = ["experiments/test_runner.py", "docs/test_docs.py", "model/test_export_ctranslate2.py",
                  "hooks/test_stock_opennmt.py", "analysis/test_analysis.py", "corpora/test_kftt.py"]
 

@@ -3,7 +3,7 @@ and the report (which shows it), with the same words: whether what is stored is 
 experiment file makes now (its settings, the model it started from, its evaluation).
 
     missing               no record stored yet: not run, or started (checkpoints but no record:
-                          training now, or killed without one)
+                          running now, or killed without one)
     unreadable            a result.json or failure.json that cannot be read or used
     failed                its failure.json
     interrupted           its interrupted.json: stopped by a signal; the same command goes on
