@@ -195,8 +195,8 @@ def execute_run(experiment, run, files, progress, command):
         if not saved or checkpoint_step(saved[-1]) < config.get("train_steps", curves.DEFAULT_TRAIN_STEPS):
             return {"id": run.id, "status": "failed", "log": str(directory / RESULT),
                     "error": f"{state.why}; but its last checkpoint is gone: remove that folder to run it again"}
-    if state.kind == "interrupted":
-        progress.say("interrupted before; going on")
+    if state.kind == "interrupted":  # resume_point says next whether it goes on or starts again
+        progress.say("interrupted before")
     if state.kind in ("unreadable", "more_updates", "evaluated_otherwise"):
         progress.say(state.why)
         (directory / RESULT).unlink(missing_ok=True)  # unreadable: it, or the failure.json, goes

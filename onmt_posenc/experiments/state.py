@@ -143,6 +143,15 @@ def start_again_why(directory, config):
     return None
 
 
+def how_it_goes_on(directory, config):
+    """What `onmt-posenc run` does with a run that has no usable record: it goes on from
+    the checkpoints in `directory` where they were made with `config`, else starts again."""
+    why = start_again_why(directory, config)
+    if why:
+        return f"an attempt {why}: `onmt-posenc run` starts it again"
+    return "`onmt-posenc run` goes on from its newest complete checkpoint, or starts again if none is"
+
+
 def interrupted_why(record, start_again=None):
     """What an interrupted run's record means, in the words the runner and the report show;
     `start_again`: why its checkpoints cannot be gone on from (start_again_why)."""
@@ -164,14 +173,10 @@ def run_state(directory, config, experiment, setting):
         saved = saved_checkpoints(directory)
         if not saved:
             return RunState("missing", "not run yet")
-        why = start_again_why(directory, config)
-        going_on = (f"an attempt {why}: `onmt-posenc run` starts it again" if why else
-                    "`onmt-posenc run` goes on from its newest complete checkpoint, or starts again if none is")
         return RunState("missing", f"started, no result yet: checkpoints up to update {checkpoint_step(saved[-1])} "
-                                   f"(running now, or stopped without a record); {going_on}")
+                                   f"(running now, or stopped without a record); {how_it_goes_on(directory, config)}")
     if unreadable:
-        return RunState("unreadable", f"{unreadable}; `onmt-posenc run` does this run again from its newest "
-                                      "checkpoint")
+        return RunState("unreadable", f"{unreadable}; {how_it_goes_on(directory, config)}")
     if record["status"] == "interrupted":
         return RunState("interrupted", interrupted_why(record, start_again_why(directory, config)), record)
     if record["status"] != "finished":

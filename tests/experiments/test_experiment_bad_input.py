@@ -258,7 +258,7 @@ def test_a_result_the_report_cannot_use_is_a_failed_run_in_the_runs_table(corrup
     stored = output / "toy" / "ape" / f"seed{seed}" / "result.json"
     [row] = rows(report, "Runs", f"toy/ape/seed{seed}")
     assert row == (f"| toy/ape/seed{seed} | failed | – | – | {stored} cannot be used ({case[2]}); "
-                   "`onmt-posenc run` does this run again from its newest checkpoint |")
+                   "an attempt without a readable config.yaml: `onmt-posenc run` starts it again |")
     assert not (output / "plots" / f"shift_toy_ape_seed{seed}.png").exists()
 
 

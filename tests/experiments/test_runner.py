@@ -140,7 +140,7 @@ def test_an_interrupted_run_goes_on_from_its_checkpoint_and_finished_runs_are_sk
 
     result = run(args, cwd=REPO, timeout=LONG)
     assert result.stderr.count("finished before; skipped") == 2
-    assert "[2/3 synthetic/shape/seed1] interrupted before; going on" in result.stderr
+    assert "[2/3 synthetic/shape/seed1] interrupted before\n" in result.stderr
     assert f"[2/3 synthetic/shape/seed1] resume from model_step_{newest}.pt" in result.stderr
     assert (interrupted / "result.json").is_file() and not (interrupted / "interrupted.json").exists()
     assert first.stat().st_mtime_ns == saved.st_mtime_ns and first.stat().st_ino == saved.st_ino
@@ -183,7 +183,7 @@ def test_a_job_stopped_while_it_translates_is_interrupted_not_failed(demo):
     assert "failed" not in row and report.returncode == 0
 
     result = run(args, cwd=REPO, timeout=LONG)
-    assert "[3/3 synthetic/rpe/seed1] interrupted before; going on" in result.stderr
+    assert "[3/3 synthetic/rpe/seed1] interrupted before\n" in result.stderr
     assert "[3/3 synthetic/rpe/seed1] train" not in result.stderr
     assert json.loads((stopped / "result.json").read_text())["status"] == "finished"
 
