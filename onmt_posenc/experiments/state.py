@@ -143,12 +143,17 @@ def start_again_why(directory, config):
     return None
 
 
+def starts_again(why):
+    """The words for an attempt that `onmt-posenc run` starts again; `why`: start_again_why's."""
+    return f"an attempt {why}: `onmt-posenc run` starts it again"
+
+
 def how_it_goes_on(directory, config):
     """What `onmt-posenc run` does with a run that has no usable record: it goes on from
     the checkpoints in `directory` where they were made with `config`, else starts again."""
     why = start_again_why(directory, config)
     if why:
-        return f"an attempt {why}: `onmt-posenc run` starts it again"
+        return starts_again(why)
     return "`onmt-posenc run` goes on from its newest complete checkpoint, or starts again if none is"
 
 
@@ -157,7 +162,7 @@ def interrupted_why(record, start_again=None):
     `start_again`: why its checkpoints cannot be gone on from (start_again_why)."""
     at = f" at update {record['step']}" if record.get("step") else " before its first checkpoint"
     if start_again:
-        return f"interrupted{at}, an attempt {start_again}: `onmt-posenc run` starts it again"
+        return f"interrupted{at}, {starts_again(start_again)}"
     command = f"`{record['command']}`" if record.get("command") else "the same `onmt-posenc run` command"
     return f"interrupted{at}; {command} goes on from where it stopped"
 
