@@ -114,7 +114,7 @@ def first_sentence_scores(original_hyps, swapped_hyps, references, sep=DEFAULT_S
 def analyse(src_path, tgt_path, workdir, translate, sep=DEFAULT_SEP, original_hyp=None, language=None):
     """Write the swapped source into `workdir`, translate it with `translate(src, output)`,
     and score. `original_hyp`: an existing translation of `src_path` (else it is made too).
-    `language`: the target's (evaluate.bleu_tokenizer)."""
+    `language`: the target's (scoring.bleu_tokenizer)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     if original_hyp is None:

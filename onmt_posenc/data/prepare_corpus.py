@@ -57,7 +57,7 @@ from onmt_posenc.core.text import write_lines
 from onmt_posenc.core.tokenization import learn_joint_bpe, learn_joint_sentencepiece
 
 LAYOUT_PARTS = ("train", "val", "test")
-# "SRC TGT" languages of a prepared folder: the target chooses the BLEU tokenizer (evaluate.bleu_tokenizer)
+# "SRC TGT" languages of a prepared folder: the target chooses the BLEU tokenizer (scoring.bleu_tokenizer)
 LANGUAGES_FILE = "languages.txt"
 
 

@@ -44,7 +44,7 @@ def check_options(experiment):
             fail(experiment.path, where + parse_error_text(message, key or ""))
 
     # phrase-level perSPE reads one phrase index per target token of each training line: the
-    # runner makes them from the training target (runs.prepare_phrases); INTERPOLATE's joining
+    # runner makes them from the training target (data_preparation.prepare_phrases); INTERPOLATE's joining
     # changes the target after them
     for run in experiment.runs + experiment.unused:
         if not needs_target_phrases(run.config):

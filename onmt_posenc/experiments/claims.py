@@ -35,8 +35,8 @@ def vanilla_bleu(batch, role, paper):
     found = vanilla_comparison(batch, role, "APE")
     if found is None:
         return missing(claim, paper, f"a VANILLA data setting with APE and {role}")
-    measured = (f"{batch.where(found.data, role)}, {found.eval_set}: {mean_cell(found.one)} vs "
-                f"{mean_cell(found.other)} ({found.difference:+.2f}; {found.rule})")
+    measured = (f"{batch.where(found.data, role)}, {found.eval_set}: {mean_cell(found.one, seeds=True)} vs "
+                f"{mean_cell(found.other, seeds=True)} ({found.difference:+.2f}; {found.rule})")
     return (unconverged(claim, paper, measured, batch.runs[(found.data, "APE")] + batch.runs[(found.data, role)])
             or row(claim, paper, measured, abs(found.difference) <= found.tolerance))
 

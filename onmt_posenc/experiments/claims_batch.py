@@ -120,10 +120,15 @@ class Batch:
         return [r["bleu"][eval_set] for r in self.runs.get((data, role), []) if eval_set in r["bleu"]]
 
 
-def mean_cell(values):
+def mean_cell(values, digits=2, seeds=False):
+    """Seeds' values as a table cell: mean ± standard deviation (one value as it is, – for
+    none); `seeds`: saying over how many."""
+    if not values:
+        return "–"
     if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} ({len(values)} seeds)"
+        return f"{values[0]:.{digits}f}"
+    cell = f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+    return f"{cell} ({len(values)} seeds)" if seeds else cell
 
 
 def same_bleu_tolerance(a, b):
@@ -159,10 +164,15 @@ class Comparison(NamedTuple):
         return one - other
 
 
+def compared_set(eval_sets):
+    """The set on which methods' BLEU is compared across runs: test, else the last."""
+    return "test" if "test" in eval_sets else eval_sets[-1]
+
+
 def vanilla_comparison(batch, role, against):
     """`role` against `against` on the test set (else the last evaluation set) of the first
     VANILLA setting that has both; None where no setting has."""
-    eval_set = "test" if "test" in batch.experiment.eval_sets else batch.experiment.eval_sets[-1]
+    eval_set = compared_set(batch.experiment.eval_sets)
     for data in batch.of_kind("VANILLA"):
         one, other = batch.bleu(data, role, eval_set), batch.bleu(data, against, eval_set)
         if one and other:

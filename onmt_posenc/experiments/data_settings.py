@@ -17,8 +17,7 @@ def _file_pair(spec, base, path, where):
     if unknown or not {"src", "tgt"} <= set(spec):
         fail(path, f"{where} needs src and tgt (and optionally ref, lines, join, docids); got {sorted(spec)}")
     for key in ("lines", "join"):
-        if spec.get(key) is not None and (not isinstance(spec[key], int) or spec[key] < 1):
-            fail(path, f"{where}.{key} must be a positive integer")
+        check_positive(spec.get(key), path, f"{where}.{key}")
     for key in ("src", "tgt", *(key for key in ("ref", "docids") if spec.get(key) is not None)):
         check_string(spec[key], path, f"{where}.{key}")
     ref, docids = ((base / spec[key]).resolve() if spec.get(key) else None for key in ("ref", "docids"))

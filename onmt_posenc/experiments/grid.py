@@ -2,15 +2,20 @@
 the recipe, `settings`, its data setting's and its method's keys, with its seed and K."""
 import itertools
 
-from onmt_posenc.experiments.spec import GRID_AXES, Run, fail, shown, uses_shape
+from onmt_posenc.experiments.spec import GRID_AXES, K_OPTION, Run, fail, shown, uses_shape
 from onmt_posenc.experiments.values import check_mapping
 
 
-def _axis(grid, name, default, path):
+def _axis(grid, name, default, path, where="grid"):
     values = grid.get(name, default)
     if not isinstance(values, list) or not values:
-        fail(path, f"grid.{name} must be a non-empty list")
+        fail(path, f"{where}.{name} must be a non-empty list")
     return values
+
+
+def grid_name(grids, index):
+    """How messages name a grid line: `grid`, or `grid[i]` in a list of several."""
+    return "grid" if len(grids) == 1 else f"grid[{index}]"
 
 
 def checked_grids(spec, path):
@@ -22,60 +27,59 @@ def checked_grids(spec, path):
         grids = [check_mapping(grid, path, f"grid[{i}]") for i, grid in enumerate(spec)]
     else:
         grids = [check_mapping(spec, path, "grid")]
-    for grid in grids:
+    for index, grid in enumerate(grids):
+        where = grid_name(grids, index)
         unknown = set(grid) - GRID_AXES
         if unknown:
-            fail(path, f"grid: unknown axes {sorted(unknown)}; axes are {sorted(GRID_AXES)}")
+            fail(path, f"{where}: unknown axes {sorted(unknown)}; axes are {sorted(GRID_AXES)}")
         for name, values in grid.items():
-            _axis(grid, name, None, path)
+            _axis(grid, name, None, path, where)
             for value in values:
                 if name in ("method", "data") and not isinstance(value, str):
-                    fail(path, f"grid.{name}: must be names, got {shown(value)}")
+                    fail(path, f"{where}.{name}: must be names, got {shown(value)}")
                 if name in ("seed", "K") and (not isinstance(value, int) or isinstance(value, bool)):
-                    fail(path, f"grid.{name}: must be integers, got {shown(value)}")
+                    fail(path, f"{where}.{name}: must be integers, got {shown(value)}")
                 if name in ("seed", "K") and value < 0:
-                    fail(path, f"grid.{name}: must be >= 0, got {value}")
+                    fail(path, f"{where}.{name}: must be >= 0, got {value}")
     return grids
 
 
 def expand_grids(recipe, settings, methods, data, grids, path, recipe_name="recipe"):
     """The runs of every product in `grids`, in order; a run named twice is an error."""
     runs = {}
-    for grid in grids:
-        for run in expand_grid(recipe, settings, methods, data, grid, path, recipe_name):
+    for index, grid in enumerate(grids):
+        for run in expand_grid(recipe, settings, methods, data, grid, path, recipe_name, grid_name(grids, index)):
             if run.id in runs:
                 fail(path, f"grid: the run {run.id} is named twice")
             runs[run.id] = run
     return list(runs.values())
 
 
-def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe"):
+def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe", where="grid"):
     """Every run of the grid (its axes checked by checked_grids), in a stable order: data, method, K, seed."""
-    if "K" in grid:
-        for label in grid.get("method", methods):
-            if "shape_max_shift" in methods.get(label, {}):
-                fail(path, f"methods.{label} sets shape_max_shift, which grid.K overrides; set one of them")
-    method_names = _axis(grid, "method", list(methods), path)
-    data_names = _axis(grid, "data", list(data), path)
-    seeds = _axis(grid, "seed", [1], path)
-    shifts = _axis(grid, "K", [None], path)
+    method_names = _axis(grid, "method", list(methods), path, where)
+    data_names = _axis(grid, "data", list(data), path, where)
+    seeds = _axis(grid, "seed", [1], path, where)
+    shifts = _axis(grid, "K", [None], path, where)
     for axis, names, known in (("method", method_names, methods), ("data", data_names, data)):
         for name in names:
             if name not in known:
-                fail(path, f"grid.{axis} names {name!r}, which is not under {axis}s: {sorted(known)}"
-                      if axis == "method" else f"grid.data names {name!r}, not under data: {sorted(known)}")
+                fail(path, f"{where}.{axis} names {name!r}, which is not under {axis}s: {sorted(known)}"
+                      if axis == "method" else f"{where}.data names {name!r}, not under data: {sorted(known)}")
     runs = []
     for data_name, method in itertools.product(data_names, method_names):
         layers = [(recipe_name, recipe), ("settings", settings), (f"data.{data_name}.settings", data[data_name].settings),
                   (f"methods.{method}", methods[method])]
         config = {key: value for _, keys in layers for key, value in keys.items()}
         sources = {key: where for where, keys in layers for key in keys}
+        if "K" in grid and K_OPTION in config:
+            fail(path, f"{sources[K_OPTION]} sets {K_OPTION}, which {where}.K overrides; set one of them")
         for shift, seed in itertools.product(shifts if uses_shape(config) else [None], seeds):
             run_config = dict(config, seed=seed)
             if shift is not None:
-                run_config["shape_max_shift"] = shift
+                run_config[K_OPTION] = shift
             runs.append(Run(data_name, method, shift, seed, run_config,
-                            {**sources, "seed": "grid.seed", **({"shape_max_shift": "grid.K"} if shift is not None else {})}))
+                            {**sources, "seed": "grid.seed", **({K_OPTION: "grid.K"} if shift is not None else {})}))
     return runs
 
 
@@ -86,8 +90,9 @@ def unused_runs(recipe, settings, methods, data, grids, runs, path, recipe_name)
     grid line naming the method would have to give one)."""
     shifts = [k for grid in grids for k in grid.get("K", [])][:1] or [0]
     first = runs[0]
+    shared = (recipe, settings, data[first.data].settings)
     unused = [{"method": [m], "data": [first.data], "seed": [1],
-               **({"K": shifts} if "shape_max_shift" not in methods[m] else {})}
+               **({"K": shifts} if not any(K_OPTION in keys for keys in (*shared, methods[m])) else {})}
               for m in methods if m not in {run.method for run in runs}]
     unused += [{"method": [first.method], "data": [d], "seed": [1],
                 **({"K": [first.shift]} if first.shift is not None else {})}

@@ -59,7 +59,7 @@ def executor(kind, folder, time_limit, partition=None, gpus=0, cpus=1):
     return made
 
 
-def launch(experiment, experiment_args, args, command, stream=sys.stderr):
+def launch(experiment, experiment_args, args, command):
     """Submit one job per shard, wait for them, write the report; the exit status. `command`:
     this launcher's command line, which goes on with what a stopped job leaves."""
     from onmt_posenc.experiments import report
@@ -73,14 +73,14 @@ def launch(experiment, experiment_args, args, command, stream=sys.stderr):
     jobs = [submit.submit(ShardJob(experiment_args, (i, count), command)) for i in range(1, count + 1)]
     for i, job in enumerate(jobs, 1):
         print(f"job {job.job_id}: shard {i}/{count} ({len(experiments.shard(experiment.runs, i, count))} runs), "
-              f"log {Path(job.paths.stdout)}", file=stream, flush=True)
+              f"log {Path(job.paths.stdout)}", file=sys.stderr, flush=True)
     states = {}
     while True:
         for i, job in enumerate(jobs, 1):
             state = job.state
             if states.get(i) != state:
                 states[i] = state
-                print(f"job {job.job_id} (shard {i}/{count}): {state}", file=stream, flush=True)
+                print(f"job {job.job_id} (shard {i}/{count}): {state}", file=sys.stderr, flush=True)
         if all(job.done() for job in jobs):
             break
         time.sleep(POLL_SECONDS)
@@ -92,14 +92,19 @@ def launch(experiment, experiment_args, args, command, stream=sys.stderr):
             outcome = job.result()
             failed += outcome["failed"]
             print(f"job {job.job_id} (shard {i}/{count}): done, {outcome['finished']} run(s) finished, "
-                  f"{len(outcome['failed'])} failed", file=stream, flush=True)
+                  f"{len(outcome['failed'])} failed", file=sys.stderr, flush=True)
         except Exception as error:  # the job itself broke (not one of its runs): its log says why
             failed.append(f"shard {i}/{count}")
             print(f"job {job.job_id} (shard {i}/{count}) failed: {str(error).strip().splitlines()[-1]}; see "
-                  f"{job.paths.stderr}", file=stream)
+                  f"{job.paths.stderr}", file=sys.stderr)
     print(f"{len(jobs)} job(s) done, {len(failed)} failed{': ' + ', '.join(failed) if failed else ''}; "
-          f"report: {report.write(experiment)}", file=stream)
+          f"report: {report.write(experiment)}", file=sys.stderr)
     return 1 if failed else 0
+
+
+# The options add_arguments adds, as argparse names them: the command that goes on with a
+# batch of jobs repeats each one given (run_command.same_command)
+OPTIONS = ("launcher", "jobs", "time_limit", "partition", "gpus_per_job", "cpus_per_job")
 
 
 def add_arguments(parser):

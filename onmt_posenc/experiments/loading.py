@@ -116,7 +116,7 @@ def load(path, overrides=(), output=None, data_folder=None):
     if unknown:
         fail(path, f"evaluation: unknown keys {sorted(unknown)} (sets, average_last, translate)")
     used_data = {run.data for run in runs}
-    common = [n for n in next(iter(data.values())).eval_sets if all(n in data[d].eval_sets for d in used_data)]
+    common = [n for n in data[runs[0].data].eval_sets if all(n in data[d].eval_sets for d in used_data)]
     eval_sets = common if evaluation.get("sets") is None else check_names(evaluation["sets"], path, "evaluation.sets")
     if not eval_sets:
         fail(path, f"the data settings {sorted(used_data)} share no evaluation set; name the same sets in each")

@@ -14,8 +14,8 @@ def compare(batch, claim, paper, role, against, judge):
     found = vanilla_comparison(batch, role, against)
     if found is None:
         return missing(claim, paper, f"a VANILLA data setting with {role} and {against}")
-    measured = (f"{batch.where(found.data, role, against)}, {found.eval_set}: {role} {mean_cell(found.one)} vs "
-                f"{against} {mean_cell(found.other)} ({found.difference:+.2f}; {found.rule})")
+    measured = (f"{batch.where(found.data, role, against)}, {found.eval_set}: {role} {mean_cell(found.one, seeds=True)} vs "
+                f"{against} {mean_cell(found.other, seeds=True)} ({found.difference:+.2f}; {found.rule})")
     return (unconverged(claim, paper, measured, batch.runs[(found.data, role)] + batch.runs[(found.data, against)])
             or row(claim, paper, measured, judge(found)))
 

@@ -98,13 +98,17 @@ class DeviceWatch:
             self.others.append(trainings)
 
     def summary(self, earlier=None):
-        """This invocation's samples, merged with an earlier invocation's summary."""
+        """This invocation's samples, merged with an earlier invocation's summary (its load
+        average weighted by the samples it stands for)."""
         earlier = earlier or {}
-        loads = self.loads + ([earlier["load_average"]] if earlier.get("load_average") is not None else [])
+        load_sum, samples = sum(self.loads), len(self.loads)
+        if earlier.get("load_average") is not None:
+            earlier_samples = earlier.get("samples") or 1
+            load_sum, samples = load_sum + earlier["load_average"] * earlier_samples, samples + earlier_samples
         others = self.others + ([earlier["other_trainings"]] if earlier.get("other_trainings") is not None else [])
         return {"other_trainings": max(others) if others else None,
-                "load_average": round(statistics.mean(loads), 2) if loads else None,
-                "cores": os.cpu_count(), "samples": len(self.loads) + earlier.get("samples", 0)}
+                "load_average": round(load_sum / samples, 2) if samples else None,
+                "cores": os.cpu_count(), "samples": samples}
 
 
 def other_trainings():

@@ -153,3 +153,12 @@ def read_analysis(record, name):
     """An analysis a run stored, as the report read it from the run's folder into the
     record's `analysis_results` (report_runs.collect), which results.json keeps."""
     return record["analysis_results"][name]
+
+
+def where_its_log_is(record, text, markdown=False):
+    """" (log: LOG)" for a record whose log `text` (its error, or a note on it) does not
+    name already; "" otherwise. `markdown`: the path as code."""
+    log = record.get("log")
+    if not log or str(log) in text:
+        return ""
+    return f" (log: `{log}`)" if markdown else f" (log: {log})"

@@ -1,18 +1,9 @@
 """report.md as it is made: its lines, Markdown tables and plots, and the questions the
 sections ask of the records (data settings, methods, finished runs)."""
-import statistics
 from pathlib import Path
 
 from onmt_posenc.experiments.report_runs import relative_speeds
 from onmt_posenc.experiments.store import write_text_atomically
-
-
-def mean_cell(values, digits=2):
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 class Report:

@@ -3,13 +3,14 @@ it, every run's record with its analyses' results, and the cross-run results) an
 results.csv (one row per run); and results.json read back, to render the report from it
 alone (`onmt-posenc report --results`)."""
 import csv
+import io
 from pathlib import Path
 
 from onmt_posenc.experiments import curves
 from onmt_posenc.experiments.records import ANALYSIS_FORMS, analysis_problem, record_problem
 from onmt_posenc.experiments.report_experiment import STORED_KEYS, from_json, to_json
 from onmt_posenc.experiments.spec import ExperimentError
-from onmt_posenc.experiments.store import read_json, write_json
+from onmt_posenc.experiments.store import read_json, write_json, write_text_atomically
 
 
 CSV_FIELDS = ["id", "data", "method", "K", "seed", "status"]
@@ -28,21 +29,22 @@ def write_results(experiment, records, batch):
     write_json(out / "results.json", {"experiment": experiment.path, "experiment_as_loaded": to_json(experiment),
                                       "runs": stored, "across_runs": batch})
     sets = list(dict.fromkeys(name for r in records for name in r.get("bleu", {})))
-    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(CSV_FIELDS + [f"bleu_{name}" for name in sets]
-                        + ["final_valid_ppl", "converged", "training_tokens_per_second", "speed", "train_seconds",
-                           "log"])
-        for r in records:
-            ratio = batch["speed"].get(r["data"], {}).get(r["label"])
-            valid = (r.get("curve") or {}).get("valid")
-            writer.writerow([r.get(k) for k in CSV_FIELDS]
-                            + [f"{r['bleu'][n]:.2f}" if n in r.get("bleu", {}) else "" for n in sets]
-                            + [f"{valid[-1]['ppl']:.3f}" if valid else "",
-                               (r.get("convergence") or {}).get("converged", ""),
-                               f"{r['training_speed']['tokens_per_second']:.0f}" if r.get("training_speed") else "",
-                               f"{ratio:.3f}" if ratio is not None else "", r.get("train_seconds", ""),
-                               r.get("log", "")])
+    table = io.StringIO(newline="")  # csv's own line ends, as open(newline="") keeps them
+    writer = csv.writer(table)
+    writer.writerow(CSV_FIELDS + [f"bleu_{name}" for name in sets]
+                    + ["final_valid_ppl", "converged", "training_tokens_per_second", "speed", "train_seconds",
+                       "log"])
+    for r in records:
+        ratio = batch["speed"].get(r["data"], {}).get(r["label"])
+        valid = (r.get("curve") or {}).get("valid")
+        writer.writerow([r.get(k) for k in CSV_FIELDS]
+                        + [f"{r['bleu'][n]:.2f}" if n in r.get("bleu", {}) else "" for n in sets]
+                        + [f"{valid[-1]['ppl']:.3f}" if valid else "",
+                           (r.get("convergence") or {}).get("converged", ""),
+                           f"{r['training_speed']['tokens_per_second']:.0f}" if r.get("training_speed") else "",
+                           f"{ratio:.3f}" if ratio is not None else "", r.get("train_seconds", ""),
+                           r.get("log", "")])
+    write_text_atomically(out / "results.csv", table.getvalue())
 
 
 def read_results(path, output):

@@ -7,7 +7,8 @@ import statistics
 
 from onmt_posenc.analysis import plots
 from onmt_posenc.experiments import claims, curves
-from onmt_posenc.experiments.report_document import mean_cell
+from onmt_posenc.experiments.claims_batch import compared_set, mean_cell
+from onmt_posenc.experiments.records import where_its_log_is
 from onmt_posenc.experiments.report_runs import baseline_label, describe_machine, speed_machine, timed_runs
 
 
@@ -110,7 +111,7 @@ def data_size_section(report):
     """SHAPE's test BLEU minus APE's against the training pairs, over the VANILLA settings
     that differ in size only (claims.Batch's roles; SHAPE's K chosen per setting on valid)."""
     batch = claims.Batch(report.experiment, report.records)
-    eval_set = "test" if "test" in report.experiment.eval_sets else report.experiment.eval_sets[-1]
+    eval_set = compared_set(report.experiment.eval_sets)
     points = []
     for data in batch.of_kind("VANILLA"):
         ape, shape = batch.bleu(data, "APE", eval_set), batch.bleu(data, "SHAPE", eval_set)
@@ -222,7 +223,7 @@ def runs_table(report):
         bleu = ", ".join(f"{k} {v:.2f}" for k, v in r.get("bleu", {}).items() if shown) or "–"
         note = r.get("error", "") if r["status"] != "finished" else "; ".join(
             f"{k}: {v}" for k, v in r.get("analysis_errors", {}).items())
-        log = f" (log: `{r['log']}`)" if r.get("log") and str(r["log"]) not in note else ""
+        log = where_its_log_is(r, note, markdown=True)
         minutes = f"{r['seconds'] / 60:.1f}" if "seconds" in r and shown else "–"
         rows.append([r["id"], r["status"], bleu, minutes, (note + log).replace("|", "/") or "–"])
     report.table(["run", "status", "BLEU", "minutes", "notes"], rows)

@@ -29,7 +29,7 @@ class RunAnalyses:
         for name in PER_RUN_ANALYSES:
             if name not in self.experiment.analyses:
                 continue
-            options = self.experiment.analyses[name]  # its sets exist: experiment.load checked them
+            options = self.experiment.analyses[name]  # its sets exist: loading.load checked them
             self.progress.say(f"analysis {name}")
             try:
                 result = getattr(self, name)(options, hyps)

@@ -11,6 +11,7 @@ from onmt_posenc.analysis import not_a_folder
 from onmt_posenc.experiments import launcher, report
 from onmt_posenc import experiments
 from onmt_posenc.experiments.progress import Progress
+from onmt_posenc.experiments.records import where_its_log_is
 from onmt_posenc.experiments.runner import check_data_files, run_all, write_shard_record
 
 
@@ -59,7 +60,7 @@ def main(args):
         return launcher.launch(experiment, {
             "path": Path(args.experiment).resolve(), "overrides": list(args.overrides),
             "output": experiment.output.resolve(), "data_folder": Path(args.data).resolve() if args.data else None,
-        }, args, same_command(args, names=("launcher", "jobs", "partition", "gpus_per_job", "cpus_per_job")))
+        }, args, same_command(args, names=launcher.OPTIONS))
     runs = experiments.shard(experiment.runs, *shard) if shard else experiment.runs
     where = f" (shard {shard[0]}/{shard[1]})" if shard else ""
     print(f"{experiment.name}: {len(runs)} of {len(experiment.runs)} runs{where} -> {experiment.output}",
@@ -80,8 +81,8 @@ def main(args):
     print(f"{len(records) - len(failed)} run(s) finished, {len(failed)} failed, "
           f"in {Progress.clock(time.time() - started)}", file=sys.stderr)
     for record in failed:
-        where = f" (log: {record['log']})" if record.get("log") and str(record["log"]) not in record["error"] else ""
-        print(f"  FAILED {record['id']}: {record['error']}{where}", file=sys.stderr)
+        print(f"  FAILED {record['id']}: {record['error']}{where_its_log_is(record, record['error'])}",
+              file=sys.stderr)
     if shard:
         write_shard_record(experiment, shard, records)
         print(f"when every shard is done: {same_command(args, 'report')}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """`onmt-posenc run EXPERIMENT.yaml`: every run of an experiment's grid, then the report.
 
-Each run lives in <output>/<data>/<method>/seed<n>/ and goes through the stock
-OpenNMT-py commands, as a user would call them:
+Each run lives in <output>/<data>/<label>/seed<n>/ (the label: the method's name, with
+-K<K> where the grid gives K) and goes through the stock OpenNMT-py commands, as a user
+would call them:
 
     config.yaml      the run's OpenNMT-py config (see onmt_posenc.experiments.spec)
     onmt_build_vocab -config config.yaml -n_sample -1 -dump_samples   (sample/: the corpus as trained on)
@@ -33,7 +34,7 @@ from onmt_posenc.experiments.data_preparation import (corpus_files, longest_trai
                                                       prepare_phrases)
 from onmt_posenc.experiments.opennmt_config import run_config
 from onmt_posenc.experiments.progress import DeviceWatch, Progress, machine, train_progress
-from onmt_posenc.experiments.records import read_stored
+from onmt_posenc.experiments.records import read_stored, where_its_log_is
 from onmt_posenc.experiments.run_analyses import RunAnalyses
 from onmt_posenc.experiments.run_checkpoints import keep_newest, resume_point
 from onmt_posenc.experiments.state import evaluation_of, interrupted_why, run_state
@@ -89,7 +90,7 @@ class RunExecutor:
             elif config.get("train_from"):  # warm_start: the source model's weights, step 0 and a new
                 # optimizer (its schedule from the start), embeddings mapped to this run's vocabulary;
                 # override_opts: the model and its checkpoints take this run's options (the model
-                # options are the source's, see experiment.check_options), not the source's
+                # options are the source's, see checks.check_options), not the source's
                 self.warm_start(Path(config["train_from"]))
                 write_json(self.dir / WARM_START, {"from": config["train_from"], "sha256": file_digest(config["train_from"])})
                 args += ["-reset_optim", "all", "-update_vocab", "-override_opts"]
@@ -169,7 +170,7 @@ class RunExecutor:
     def score(hyps, refs, language=None):
         """BLEU (separators removed), chrF, brevity penalty, n-gram precisions and length
         ratio; for joined sets also the BLEU of the sentences split back and the count of
-        lines with the wrong separators. `language`: the target's (evaluate.bleu_tokenizer)."""
+        lines with the wrong separators. `language`: the target's (scoring.bleu_tokenizer)."""
         bleu = corpus_bleu(hyps, refs, language=language)
         score = {"bleu": bleu.score, "length_ratio": bleu.length_ratio, "signature": bleu.signature,
                  "chrf": bleu.chrf, "chrf_signature": bleu.chrf_signature, "details": bleu.details()}
@@ -227,10 +228,10 @@ def execute_run(experiment, run, files, progress, command):
     return result
 
 
-def run_all(experiment, runs, command, stream=None):
+def run_all(experiment, runs, command):
     """Execute `runs` in order; returns their records. Data is prepared once per setting.
     `command`: the command line that goes on where this one stops (stored with an interrupted run)."""
-    progress = Progress(len(runs), stream)
+    progress = Progress(len(runs))
     prepared, records = {}, []
     for index, run in enumerate(runs, 1):
         progress.start_run(index, run.id)
@@ -244,8 +245,7 @@ def run_all(experiment, runs, command, stream=None):
             record = {"id": run.id, "status": "failed", "error": f"data: {error}", "log": None}
         progress.end_run(record["status"])
         if record["status"] == "failed":
-            where = f"; log: {record['log']}" if record.get("log") and str(record["log"]) not in record["error"] else ""
-            progress.say(f"FAILED: {record['error']}{where}")
+            progress.say(f"FAILED: {record['error']}{where_its_log_is(record, record['error'])}")
         records.append(record)
     return records
 
@@ -277,13 +277,15 @@ def check_data_files(experiment, runs):
                         raise experiments.ExperimentError(f"{experiment.path}: data.{label}.{name}: {problem}") from None
             lines = scan_text(pair.src)[0]
             if pair.lines and lines < pair.lines:  # "the first N lines" of fewer
+                key = f"{name}.lines" if name != "train" else "train.lines or train_pairs"  # either cuts training
                 raise experiments.ExperimentError(
-                    f"{experiment.path}: data.{label}.{name}.lines: {pair.lines}, but {pair.src} has {lines} lines; "
+                    f"{experiment.path}: data.{label}.{key}: {pair.lines}, but {pair.src} has {lines} lines; "
                     "lower it, or leave it out for the whole file")
 
 
 def write_shard_record(experiment, shard, records):
-    """A shard's record, shard-I-of-N.json, which `onmt-posenc report` reads beside the runs."""
+    """A shard's record, shard-I-of-N.json: its runs' ids and states, for the user or a
+    scheduler (`onmt-posenc report` reads the run folders themselves)."""
     write_json(experiment.output / f"shard-{shard[0]}-of-{shard[1]}.json",
                [{k: r.get(k) for k in ("id", "status", "error", "log")} for r in records])
 

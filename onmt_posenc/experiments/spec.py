@@ -27,7 +27,7 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
         interpolate: 10              # INTERPOLATE: 10 adjacent pairs joined with <sep>, in training,
                                      # validation and every evaluation set
         single_pairs: 10             # also train on the single pairs, 10 per joined example
-                                     # (a second corpus of the same files; see runs.corpora)
+                                     # (a second corpus of the same files; see opennmt_config.corpora)
       interpolate-warm:
         folder: ../../data/multi30k
         interpolate: 10
@@ -64,7 +64,7 @@ training and validation corpora), their options, vocabularies and save_model.
 An experiment key the runner would override, or a recipe corpus whose
 transforms it would drop, is an error naming the key and the file.
 
-Relative training speed is measured in every run (see runner.training_speed);
+Relative training speed is measured in every run (see curves.training_speed);
 there is no speed analysis to ask for.
 
 `--data FOLDER` runs the same experiment on a folder of real files: every data
@@ -135,7 +135,7 @@ class DataSetting:
     interpolate: int = None  # INTERPOLATE: sentences joined per example
     single_pairs: int = None  # INTERPOLATE: single training pairs mixed in per joined example
     warm_start: str = None  # the data setting whose run of the same method, K and seed each run starts from
-    target_language: str = None  # chooses the BLEU tokenizer (evaluate.bleu_tokenizer); None: from the text
+    target_language: str = None  # chooses the BLEU tokenizer (scoring.bleu_tokenizer); None: from the text
 
     @property
     def kind(self):
@@ -154,7 +154,7 @@ COUNT_KEYS = ("extrapolate", "interpolate", "single_pairs")
 
 
 def data_setting_keys(setting):
-    """The OpenNMT-py options of a data setting's transforms (see runs.corpora)."""
+    """The OpenNMT-py options of a data setting's transforms (see opennmt_config.corpora)."""
     if setting.extrapolate:
         # filtertoolong drops a target longer than tgt_seq_length - 2 (room for <s> and </s>)
         return {"src_seq_length": setting.extrapolate, "tgt_seq_length": setting.extrapolate + 2}
@@ -246,7 +246,7 @@ def warm_start_source(data, earlier, run, path):
     """The run whose model `run` starts from (its data setting's `warm_start`: the same
     method, K and seed there), among the runs `earlier` in the grid; None without
     warm_start. A small corpus joined 10 sentences per example (INTERPOLATE) does not
-    train from random weights at the sizes we use (runs.corpora); from a model trained on
+    train from random weights at the sizes we use (opennmt_config.corpora); from a model trained on
     single sentences it does (Bao et al. 2021, G-Transformer, section 3)."""
     label = data[run.data].warm_start
     if label is None:

@@ -50,7 +50,7 @@ def settings_of(config):
     settings = {key: value for key, value in config.items() if key not in (*RUNNER_KEYS, "gpu_ranks")}
     if "save_model" not in config:
         return {**settings, "data": config.get("data"), "train_from": config.get("train_from")}
-    output = Path(config["save_model"]).parents[3]  # <output>/<data>/<method>/seed<n>/model
+    output = Path(config["save_model"]).parents[3]  # <output>/<data>/<label>/seed<n>/model
 
     def inside_output(path):
         path = Path(path)

@@ -4,7 +4,7 @@ Both the runner (which writes runs) and the report (which only reads them) use
 this module; neither imports the other.
 
     <output>/data/<data setting>/              prepared files of a data setting (data_preparation)
-    <output>/<data>/<method>/seed<n>/          one run: config.yaml, logs/, hyp/, analyses/
+    <output>/<data>/<label>/seed<n>/           one run (label: the method, shape-K<K> with a K): config.yaml, logs/, hyp/, analyses/
         result.json                            written last: the run is finished
         failure.json                           the run failed (error and log)
         interrupted.json                       the run was stopped by a signal (where, and the command that goes on)

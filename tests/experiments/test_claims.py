@@ -49,6 +49,20 @@ def test_speed_claims_only_from_runs_that_trained_alone(tmp_path):
     assert row["held"] == "yes", row
 
 
+def test_a_resumed_runs_load_average_weighs_each_invocation_by_its_samples():
+    """500 reports on a loaded machine, then 3 after a resume on an idle one: the run's load
+    is that of its 503 samples, not the mean of the two invocations' means."""
+    from onmt_posenc.experiments.progress import DeviceWatch
+
+    earlier = {"other_trainings": 15, "load_average": 9.0, "cores": 16, "samples": 500}
+    watch = DeviceWatch()
+    watch.loads, watch.others = [2.0, 2.0, 2.0], [0, 0, 0]
+    merged = watch.summary(earlier)
+    assert merged["samples"] == 503 and merged["other_trainings"] == 15
+    assert merged["load_average"] == round((9.0 * 500 + 2.0 * 3) / 503, 2)  # 8.96
+    assert watch.summary()["load_average"] == 2.0 and watch.summary()["samples"] == 3
+
+
 def test_speed_ratios_only_between_runs_on_one_machine(tmp_path):
     """The baseline trained on both machines; the ratios are those of the machine that trained
     most runs, never a ratio between machines."""

@@ -279,6 +279,11 @@ def test_data_files_are_checked_before_the_first_run(tmp_path):
             "train": {"src": str(src), "tgt": str(tgt)},
             "eval": {"test": {"src": str(test_src), "tgt": str(test_tgt), "lines": 30}}}}}),
          f"data.real.eval.test.lines: 30, but {test_src} has 20 lines; lower it, or leave it out for the whole file"),
+        (lambda: write_yaml(path, {**yaml.safe_load(path.read_text()), "data": {"real": {
+            "train": {"src": str(src), "tgt": str(tgt)}, "train_pairs": 60,
+            "eval": {"test": {"src": str(test_src), "tgt": str(test_tgt)}}}}}),
+         f"data.real.train.lines or train_pairs: 60, but {src} has 50 lines; lower it, or leave it out for the "
+         "whole file"),
         (not_utf8, f"data.real.train: {tgt}:7: not UTF-8 text (byte 0xe9: invalid continuation byte)"),
     ]
     files()

@@ -36,6 +36,8 @@ def test_overrides_and_clear_errors(tmp_path):
     assert {r.shift for r in loaded.runs if r.method == "shape"} == {5}
     for change, message in [
         ({"grid": {"method": ["ape", "spe"]}}, "grid.method names 'spe'"),
+        ({"grid": [{"method": ["ape"]}, {"method": ["spe"]}]}, r"grid\[1\]\.method names 'spe'"),
+        ({"grid": [{"method": ["ape"]}, {"seed": [-1]}]}, r"grid\[1\]\.seed: must be >= 0, got -1"),
         ({"settings": {"save_model": "x"}}, "runner sets"),
         ({"grid": {"methd": ["ape"]}}, "unknown axes"),
         ({"analyses": {"swaped": {}}}, "unknown analysis 'swaped'"),
@@ -51,8 +53,13 @@ def test_overrides_and_clear_errors(tmp_path):
         ({"data": {"d": {"synthetic": {}, "extrapolate": 20, "settings": {"concat_n": 3}}}},
          r"data.d.settings sets \['concat_n'\], which no transform of data.d \(EXTRAPOLATE\) reads"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 0}}}, "interpolate must be a positive integer"),
+        # YAML's yes is no line count (it would keep one line)
+        ({"data": {"f": {"train": {"src": "a", "tgt": "b", "lines": True}, "eval": {"t": {"src": "a", "tgt": "b"}}}}},
+         "data.f.train.lines must be a positive integer, got True"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 3, "extrapolate": 9}}}, "not both"),
-        ({"methods": {"ape": {}, "shape": {"shape_max_shift": 9}}}, "which grid.K overrides"),
+        ({"methods": {"ape": {}, "shape": {"shape_max_shift": 9}}, "grid": {"method": ["ape", "shape"], "K": [10]}},
+         "methods.shape sets shape_max_shift, which grid.K overrides"),
+        ({"settings": {"train_steps": 10, "shape_max_shift": 9}}, "settings sets shape_max_shift, which grid.K overrides"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 4}}}, "synthetic task already joins several"),
         ({"data": {"d": {"synthetic": {}}, "f": {"train": {"src": "a", "tgt": "b"}, "eval": {"t": {"src": "a", "tgt": "b"}}}}},
          r"share no evaluation set"),
@@ -66,6 +73,15 @@ def test_overrides_and_clear_errors(tmp_path):
         with pytest.raises(experiments.ExperimentError, match=message) as error:
             experiments.load(experiment_file(tmp_path, **change))
         assert str(path) in str(error.value)
+
+
+def test_evaluation_sets_are_those_of_the_data_settings_the_grid_uses(tmp_path):
+    """A data setting that no grid line uses does not decide the BLEU table's columns."""
+    files = {"src": str(TOY_ENDE / "src-val.txt"), "tgt": str(TOY_ENDE / "tgt-val.txt")}
+    data = {"unused": {"train": files, "eval": {"test": files}},
+            "used": {"train": files, "eval": {"dev": files, "test": files}}}
+    loaded = experiments.load(experiment_file(tmp_path, data=data, grid={"data": ["used"], "method": ["ape"]}))
+    assert loaded.eval_sets == ["dev", "test"]
 
 
 def test_shards_split_the_runs_without_overlap(tmp_path):

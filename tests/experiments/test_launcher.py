@@ -111,3 +111,22 @@ def test_launcher_options_that_do_not_go_together(args, message, tmp_path):
     result = run([command("onmt-posenc"), "run", DEMO, "--output", tmp_path / "out", *args], cwd=REPO,
                  expect_ok=False)
     assert result.returncode == 2 and message in result.stderr
+
+
+def test_the_command_that_goes_on_repeats_every_launcher_option():
+    """The command stored with an interrupted job's run is the one the user typed: reparsed,
+    it asks for the same jobs (the time limit included)."""
+    import argparse
+    import shlex
+
+    from onmt_posenc.experiments import launcher, run_command
+
+    parser = argparse.ArgumentParser()
+    run_command.add_arguments(parser)
+    group = next(g for g in parser._action_groups if g.title == "jobs of a scheduler (submitit)")
+    assert {action.dest for action in group._group_actions} == set(launcher.OPTIONS)
+    args = parser.parse_args(["x.yaml", "--launcher", "slurm", "--jobs", "3", "--time-limit", "90", "--partition",
+                              "gpu", "--gpus-per-job", "1", "--cpus-per-job", "4", "--set", "seed=[1]"])
+    words = shlex.split(run_command.same_command(args, names=launcher.OPTIONS))
+    assert words[:2] == ["onmt-posenc", "run"] and vars(parser.parse_args(words[2:])) == vars(args)
+
