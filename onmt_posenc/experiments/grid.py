@@ -55,6 +55,12 @@ def expand_grids(recipe, settings, methods, data, grids, path, recipe_name="reci
     return list(runs.values())
 
 
+def config_layers(recipe, settings, data, methods, data_name, method, recipe_name):
+    """Where a run's config comes from, later layers winning: (the layer's name, its keys)."""
+    return [(recipe_name, recipe), ("settings", settings), (f"data.{data_name}.settings", data[data_name].settings),
+            (f"methods.{method}", methods[method])]
+
+
 def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe", where="grid"):
     """Every run of the grid (its axes checked by checked_grids), in a stable order: data, method, K, seed."""
     method_names = _axis(grid, "method", list(methods), path, where)
@@ -68,10 +74,9 @@ def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe
                       if axis == "method" else f"{where}.data names {name!r}, not under data: {sorted(known)}")
     runs = []
     for data_name, method in itertools.product(data_names, method_names):
-        layers = [(recipe_name, recipe), ("settings", settings), (f"data.{data_name}.settings", data[data_name].settings),
-                  (f"methods.{method}", methods[method])]
+        layers = config_layers(recipe, settings, data, methods, data_name, method, recipe_name)
         config = {key: value for _, keys in layers for key, value in keys.items()}
-        sources = {key: where for where, keys in layers for key in keys}
+        sources = {key: layer for layer, keys in layers for key in keys}
         if "K" in grid and K_OPTION in config:
             fail(path, f"{sources[K_OPTION]} sets {K_OPTION}, which {where}.K overrides; set one of them")
         for shift, seed in itertools.product(shifts if uses_shape(config) else [None], seeds):
@@ -86,13 +91,16 @@ def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe
 def unused_runs(recipe, settings, methods, data, grids, runs, path, recipe_name):
     """A run of each method and each data setting that no grid line uses, so that
     check_options checks their keys too: with the first run's data setting or method,
-    and, for a SHAPE method that does not set its own K, the grid's first K (or 0: a
-    grid line naming the method would have to give one)."""
+    and, for a method whose config does not set K itself (in any layer), the grid's first K
+    (or 0: a grid line naming the method would have to give one)."""
     shifts = [k for grid in grids for k in grid.get("K", [])][:1] or [0]
     first = runs[0]
-    shared = (recipe, settings, data[first.data].settings)
-    unused = [{"method": [m], "data": [first.data], "seed": [1],
-               **({"K": shifts} if not any(K_OPTION in keys for keys in (*shared, methods[m])) else {})}
+
+    def sets_k(method):
+        return any(K_OPTION in keys for _, keys in config_layers(recipe, settings, data, methods, first.data, method,
+                                                                 recipe_name))
+
+    unused = [{"method": [m], "data": [first.data], "seed": [1], **({"K": shifts} if not sets_k(m) else {})}
               for m in methods if m not in {run.method for run in runs}]
     unused += [{"method": [first.method], "data": [d], "seed": [1],
                 **({"K": [first.shift]} if first.shift is not None else {})}
