@@ -84,7 +84,7 @@ def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe
             if shift is not None:
                 run_config[K_OPTION] = shift
             runs.append(Run(data_name, method, shift, seed, run_config,
-                            {**sources, "seed": "grid.seed", **({K_OPTION: "grid.K"} if shift is not None else {})}))
+                            {**sources, "seed": f"{where}.seed", **({K_OPTION: f"{where}.K"} if shift is not None else {})}))
     return runs
 
 

@@ -29,6 +29,16 @@ def test_grid_expansion(tmp_path):
     assert loaded.output == Path("runs/experiment")
 
 
+def test_a_run_names_the_grid_line_that_gives_its_seed_and_k(tmp_path):
+    """A message about a run's seed or K names where it was set: grid, or grid[i] in a list."""
+    one = experiments.load(experiment_file(tmp_path)).runs[0]
+    assert one.sources["seed"] == "grid.seed"
+    lines = experiments.load(experiment_file(tmp_path, grid=[{"method": ["ape"]}, {"method": ["shape"], "K": [10]}]))
+    shape = next(r for r in lines.runs if r.method == "shape")
+    assert (shape.sources["seed"], shape.sources["shape_max_shift"]) == ("grid[1].seed", "grid[1].K")
+    assert next(r for r in lines.runs if r.method == "ape").sources["seed"] == "grid[0].seed"
+
+
 def test_overrides_and_clear_errors(tmp_path):
     path = experiment_file(tmp_path)
     loaded = experiments.load(path, ["settings.train_steps=3", "grid.K=[5]"])
