@@ -235,14 +235,16 @@ def run_all(experiment, runs, command):
     prepared, records = {}, []
     for index, run in enumerate(runs, 1):
         progress.start_run(index, run.id)
+        unusable = "data"  # what an OSError or ValueError below names: this setting's data, then the run's folder
         try:
             if run.data not in prepared:
                 prepared[run.data] = prepare_data(experiment.data[run.data], data_dir(experiment, run.data))
             if experiments.needs_target_phrases(run.config):
                 prepare_phrases(prepared[run.data], data_dir(experiment, run.data), progress.say)
+            unusable = f"run folder {run_dir(experiment, run)}"
             record = execute_run(experiment, run, prepared[run.data], progress, command)
-        except (OSError, ValueError) as error:  # the data of this setting is unusable
-            record = {"id": run.id, "status": "failed", "error": f"data: {error}", "log": None}
+        except (OSError, ValueError) as error:
+            record = {"id": run.id, "status": "failed", "error": f"{unusable}: {error}", "log": None}
         progress.end_run(record["status"])
         if record["status"] == "failed":
             progress.say(f"FAILED: {record['error']}{where_its_log_is(record, record['error'])}")

@@ -403,6 +403,21 @@ def test_a_warm_started_run_waits_for_its_source_to_finish(tmp_path):
     assert not list((tmp_path / "out" / "warm" / "ape" / "seed1").glob("model_step_*.pt"))
 
 
+def test_a_run_folder_that_cannot_be_made_is_named_not_blamed_on_the_data(tmp_path):
+    """A file where the run's folder goes: the run fails in one line naming its folder (the
+    data was prepared), and the batch goes on to its summary."""
+    output = tmp_path / "out"
+    (output / "synthetic").mkdir(parents=True)
+    (output / "synthetic" / "ape").write_text("not a folder")
+    args = [command("onmt-posenc"), "run", DEMO, "--output", output, *overrides(SCALED_DOWN),
+            "--set", "grid=[{data: [synthetic], method: [ape]}]"]
+    result = run(args, cwd=REPO, expect_ok=False)
+    assert result.returncode == 1
+    folder = output / "synthetic" / "ape" / "seed1"
+    assert re.search(rf"FAILED synthetic/ape/seed1: run folder {re.escape(str(folder))}: \[Errno \d+\] ", result.stderr)
+    assert "data:" not in result.stderr and (output / "data" / "synthetic").is_dir()
+
+
 def test_failing_run_is_reported_and_shards_merge(demo, tmp_path):
     """Shard 1/2 holds the demo's finished APE run, shard 2/2 a run whose training fails."""
     output, _ = demo
