@@ -16,9 +16,8 @@ The methods are recognized by the role they play (claims_batch.ROLES). Where a b
 has them, the perSPE paper's findings and seed 003's follow (perspe_claims.py).
 """
 from onmt_posenc.analysis import length_buckets
-from onmt_posenc.experiments.claims_batch import (Batch, joined_training, mean_cell, missing, row, unconverged,
-                                                  vanilla_comparison)
-from onmt_posenc.experiments.perspe_claims import perspe_claims
+from onmt_posenc.experiments.claims_batch import Batch, joined_training, mean_cell, missing, row, unconverged
+from onmt_posenc.experiments.perspe_claims import compare, perspe_claims, same
 from onmt_posenc.experiments.report_runs import speed_compared_runs
 
 # Training speed ratio within this of 1 is "about as fast".
@@ -31,14 +30,7 @@ NEAR_INVARIANT = 0.9
 
 
 def vanilla_bleu(batch, role, paper):
-    claim = f"{role}'s BLEU on VANILLA is about APE's"
-    found = vanilla_comparison(batch, role, "APE")
-    if found is None:
-        return missing(claim, paper, f"a VANILLA data setting with APE and {role}")
-    measured = (f"{batch.where(found.data, role)}, {found.eval_set}: {mean_cell(found.one, seeds=True)} vs "
-                f"{mean_cell(found.other, seeds=True)} ({found.difference:+.2f}; {found.rule})")
-    return (unconverged(claim, paper, measured, batch.runs[(found.data, "APE")] + batch.runs[(found.data, role)])
-            or row(claim, paper, measured, abs(found.difference) <= found.tolerance))
+    return compare(batch, f"{role}'s BLEU on VANILLA is about APE's", paper, role, "APE", same)
 
 
 def unseen_lengths(batch, role, paper):

@@ -97,7 +97,7 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
     ape = [record("ape", s, b) for s, b in ((1, 29.0), (2, 30.0), (3, 31.0))]
     shape = [record("shape", s, b) for s, b in ((1, 30.5), (2, 31.5), (3, 32.5))]
     result = row(ape + shape)
-    assert result["held"] == "yes" and "31.50 ± 1.00 (3 seeds) vs 30.00 ± 1.00 (3 seeds) (+1.50" in result["measured"]
+    assert result["held"] == "yes" and "SHAPE 31.50 ± 1.00 (3 seeds) vs APE 30.00 ± 1.00 (3 seeds) (+1.50" in result["measured"]
     assert "the same if within ±1.63, 2 standard errors of the seeds' spread" in result["measured"]
     # the same difference with seeds that agree closely is a real difference
     tight = [record("ape", s, b) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))]
