@@ -16,7 +16,7 @@ The methods are recognized by the role they play (claims_batch.ROLES). Where a b
 has them, the perSPE paper's findings and seed 003's follow (perspe_claims.py).
 """
 from onmt_posenc.analysis import length_buckets
-from onmt_posenc.experiments.claims_batch import Batch, joined_training, mean_cell, missing, row, unconverged
+from onmt_posenc.experiments.claims_batch import Batch, joined_training, missing, row, unconverged
 from onmt_posenc.experiments.perspe_claims import compare, perspe_claims, same
 from onmt_posenc.experiments.report_runs import speed_compared_runs
 
