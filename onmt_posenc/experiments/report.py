@@ -20,8 +20,11 @@ says so on stderr; the exit status is still 0.
 results.json keeps what the report read: the experiment as loaded (report_experiment) and
 each run's record with its analyses' results. `onmt-posenc report --results RESULTS_JSON`
 renders report.md and plots/ again from it alone, with today's code, whatever the
-experiment file and the run folders have become; results.json and results.csv stay as
-they are.
+experiment file and the run folders have become, and writes results.json and results.csv
+again beside them: the same runs, with what the report computed across them (its claims
+among them) as today's code computes it. A results.json written before records held their
+analyses' results is not written again: its across_runs keeps what was computed from the
+run folders' analysis files, which today's code cannot compute from it.
 """
 import sys
 from pathlib import Path
@@ -77,9 +80,16 @@ def write(experiment, records=None):
 
 
 def render(results, output=None):
-    """report.md and plots/ from a results.json alone, into `output` (default: its folder); returns report.md."""
+    """report.md and plots/ from a results.json alone, into `output` (default: its folder),
+    with results.json and results.csv written again there unless it names analyses without
+    their results (see the module's docstring); returns report.md."""
     results = Path(results)
-    return write_report(*read_results(results, results.parent if output is None else output))[0]
+    experiment, records, not_held, token_comparisons = read_results(results, results.parent if output is None
+                                                                    else output)
+    path, batch = write_report(experiment, records, not_held, token_comparisons)
+    if not not_held:
+        write_results(experiment, records, batch)
+    return path
 
 
 def add_arguments(parser):
@@ -88,7 +98,8 @@ def add_arguments(parser):
     parser.add_argument("--results", metavar="RESULTS_JSON",
                         help="render report.md and plots/ from this results.json alone (the experiment as it was "
                              "loaded and every run's results), with today's code, into --output (default: its "
-                             "folder); instead of EXPERIMENT")
+                             "folder), with results.json and results.csv written again there (unless it was written "
+                             "before runs held their analyses' results); instead of EXPERIMENT")
 
 
 def main(args):

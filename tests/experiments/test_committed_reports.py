@@ -3,7 +3,8 @@
 README.md and docs/results.md quote are in the committed files they cite.
 
 A change of the report's code that changes a committed report fails here: render it again
-(`onmt-posenc report --results FOLDER/results.json`) and commit the new report.md with it."""
+(`onmt-posenc report --results FOLDER/results.json`) and commit the new report.md, results.json
+and results.csv with it."""
 import json
 import re
 
@@ -27,9 +28,18 @@ def without_date(text):
 
 @pytest.mark.parametrize("folder", sorted(p.parent.name for p in RESULTS.glob("*/results.json")))
 def test_committed_report_is_what_its_results_render(folder, tmp_path):
+    """report.md, and results.json and results.csv beside it where they are written again:
+    the claims in results.json say what report.md says. A results.json written before runs
+    held their analyses' results is not written again (its across_runs keeps what was
+    computed from the run folders' files)."""
     rendered = report.render(RESULTS / folder / "results.json", tmp_path)
     committed = (RESULTS / folder / "report.md").read_text(encoding="utf-8")
     assert without_date(rendered.read_text(encoding="utf-8")) == without_date(committed)
+    runs = json.loads((RESULTS / folder / "results.json").read_text(encoding="utf-8"))["runs"]
+    held_all = all(name in r.get("analysis_results", {}) for r in runs for name in r.get("analyses", {}))
+    assert [(tmp_path / name).is_file() for name in ("results.json", "results.csv")] == [held_all] * 2
+    for name in ("results.json", "results.csv") if held_all else ():
+        assert (tmp_path / name).read_text(encoding="utf-8") == (RESULTS / folder / name).read_text(encoding="utf-8")
 
 
 def test_a_report_renders_the_same_from_its_results_json_alone(tmp_path):
@@ -58,6 +68,9 @@ def test_a_report_renders_the_same_from_its_results_json_alone(tmp_path):
     assert stored["across_runs"]["token_nll"]["synthetic/shape-vs-ape"]["share"] == 0.75
     rendered = report.render(tmp_path / "runs" / "results.json", tmp_path / "again")
     assert without_date(rendered.read_text(encoding="utf-8")) == without_date(written)
+    for name in ("results.json", "results.csv"):  # written again: the same runs, the same results across them
+        assert (tmp_path / "again" / name).read_text(encoding="utf-8") == (tmp_path / "runs" / name).read_text(
+            encoding="utf-8")
     for plot in ("shift_synthetic_ape_seed1.png", "tokens_synthetic_shape_vs_ape.png"):
         assert (tmp_path / "again" / "plots" / plot).is_file()
 

@@ -111,6 +111,27 @@ def test_claims_table_follows_the_results(demo, tmp_path):
     assert row.endswith("| not measured |")
 
 
+def test_report_from_results_json_alone_writes_its_claims_again(demo, tmp_path):
+    """`onmt-posenc report --results`, as after a change of the claims' code: a results.json
+    whose across_runs is out of date gets the claims that today's code computes, the ones
+    report.md shows, with the same runs."""
+    output, _ = demo
+    copy = tmp_path / "out"
+    shutil.copytree(output, copy)
+    run([command("onmt-posenc"), "report", DEMO, "--output", copy, *overrides(SCALED_DOWN)], cwd=REPO)
+    written = json.loads((copy / "results.json").read_text(encoding="utf-8"))
+    outdated = {**written, "across_runs": {**written["across_runs"],
+                                           "claims": [{**row, "held": "yes", "measured": "written by older code"}
+                                                      for row in written["across_runs"]["claims"]]}}
+    (copy / "results.json").write_text(json.dumps(outdated), encoding="utf-8")
+    shutil.rmtree(copy / "synthetic")  # the run folders gone: results.json alone
+    result = run([command("onmt-posenc"), "report", "--results", copy / "results.json"], cwd=tmp_path)
+    assert result.stderr.strip() == f"report: {copy / 'report.md'}"
+    assert json.loads((copy / "results.json").read_text(encoding="utf-8")) == written
+    row = claims_row((copy / "report.md").read_text(encoding="utf-8"), written["across_runs"]["claims"][0]["claim"])
+    assert written["across_runs"]["claims"][0]["measured"] in row and "older code" not in row
+
+
 def test_an_interrupted_run_goes_on_from_its_checkpoint_and_finished_runs_are_skipped(demo):
     """SIGTERM after the run's first checkpoint (saved at update 8, before the report at
     12); the same command again resumes it from its newest checkpoint, which it keeps as
