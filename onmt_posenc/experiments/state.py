@@ -111,8 +111,11 @@ def evaluation_of(experiment, setting):
 
 def evaluated_otherwise(record, experiment, setting):
     """Was a finished run evaluated with other evaluation settings than the file's now
-    (or without them recorded)?"""
-    return record.get("evaluation") != evaluation_of(experiment, setting)
+    (or without them recorded), or without a set the file now translates (evaluation_of
+    holds every set's files, not which are translated: a set taken off the list leaves
+    its stored BLEU, which harms nothing)?"""
+    untranslated = set(experiment.translated_sets) - set(record.get("bleu") or {})
+    return bool(untranslated) or record.get("evaluation") != evaluation_of(experiment, setting)
 
 
 def goes_on(stored, config):

@@ -355,6 +355,24 @@ def test_a_finished_run_is_evaluated_again_when_the_evaluation_changes(demo, tmp
     assert (finished / "result.json").is_file()
 
 
+def test_a_set_added_to_the_evaluation_is_translated_for_the_finished_runs(tmp_path):
+    """evaluation.sets widened from [test] to [valid, test]: the evaluation's files and
+    options are the same, but the finished run has no valid BLEU; it is evaluated again,
+    not skipped. A set taken off the list leaves the run as it is."""
+    from onmt_posenc.experiments import state
+
+    def loaded(folder, sets):
+        (tmp_path / folder).mkdir()
+        return experiments.load(experiment_file(tmp_path / folder, evaluation={"sets": sets}))
+
+    narrow, wide = loaded("narrow", ["test"]), loaded("wide", ["valid", "test"])
+    record = {"bleu": {"test": 20.0}, "evaluation": state.evaluation_of(narrow, narrow.data["small"])}
+    assert not state.evaluated_otherwise(record, narrow, narrow.data["small"])
+    assert state.evaluated_otherwise(record, wide, wide.data["small"])
+    both = {**record, "bleu": {"valid": 21.0, "test": 20.0}}
+    assert not state.evaluated_otherwise(both, narrow, narrow.data["small"])
+
+
 def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run(demo, tmp_path):
     """warm_start: the INTERPOLATE run starts from the demo's finished APE model with a new
     optimizer (step 0) and its own corpus's vocabulary; interrupted, it goes on from
