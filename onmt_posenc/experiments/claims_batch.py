@@ -6,7 +6,8 @@ APE, a method with SHAPE on both sides is SHAPE, one with Shaw's relative attent
 on both sides (its key term alone included) is RPE, and the perSPE paper's
 encoder/decoder names (SPE, perSPE, none, RPE) for its ablations. Where a role has
 several labels (a K grid), the one with the best BLEU on the `valid` set at the
-lowest seed is used, as the paper chose K on its dev set. A claim is "not measured"
+lowest seed is used, as the paper chose K on its dev set; without that BLEU for each
+label, none is (Batch.unchosen) and the role is not in the batch. A claim is "not measured"
 where the batch cannot say: it lacks what the claim needs, or a model the claim rests
 on has not converged (curves.RULE).
 """
@@ -78,21 +79,22 @@ class Batch:
             role = role_of(record, experiment.baseline) if record["status"] == "finished" else None
             if role is not None:
                 by_label.setdefault((record["data"], role), {}).setdefault(record["label"], []).append(record)
-        self.runs = {key: labels[self.choose(labels)] for key, labels in by_label.items()}
-        self.choices = {key: self.describe_choice(labels) for key, labels in by_label.items() if len(labels) > 1}
-
-    @staticmethod
-    def _valid_bleu(runs):
-        first = min(runs, key=lambda r: r["seed"])
-        return first["bleu"].get("valid", -math.inf)
-
-    def choose(self, labels):
-        return max(labels, key=lambda label: self._valid_bleu(labels[label])) if len(labels) > 1 else next(iter(labels))
-
-    def describe_choice(self, labels):
-        chosen = self.choose(labels)
-        scores = ", ".join(f"{label} {self._valid_bleu(runs):.2f}" for label, runs in labels.items())
-        return f"{chosen} chosen on valid BLEU ({scores})"
+        self.runs, self.choices = {}, {}
+        self.unchosen = {}  # (data, role) -> why none of its labels could be chosen
+        for key, labels in by_label.items():
+            if len(labels) == 1:
+                self.runs[key] = next(iter(labels.values()))
+                continue
+            valid = {label: min(runs, key=lambda r: r["seed"])["bleu"].get("valid") for label, runs in labels.items()}
+            lacking = [label for label, bleu in valid.items() if bleu is None]
+            if lacking:  # chosen otherwise, it would be the grid's order or the test set
+                self.unchosen[key] = (f"{key[1]} in {key[0]}: no label chosen among {', '.join(labels)} "
+                                      f"(no valid BLEU for {', '.join(lacking)})")
+                continue
+            chosen = max(valid, key=valid.get)
+            self.runs[key] = labels[chosen]
+            scores = ", ".join(f"{label} {bleu:.2f}" for label, bleu in valid.items())
+            self.choices[key] = f"{chosen} chosen on valid BLEU ({scores})"
 
     def settings(self, kind=None):
         """Data settings with results, those of `kind` (VANILLA, ...) first if given."""

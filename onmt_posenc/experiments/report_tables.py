@@ -7,7 +7,7 @@ import statistics
 
 from onmt_posenc.analysis import plots
 from onmt_posenc.experiments import claims, curves
-from onmt_posenc.experiments.claims_batch import compared_set, mean_cell
+from onmt_posenc.experiments.claims_batch import Batch, compared_set, mean_cell
 from onmt_posenc.experiments.records import where_its_log_is
 from onmt_posenc.experiments.report_runs import baseline_label, describe_machine, speed_machine, timed_runs
 
@@ -38,6 +38,9 @@ def claims_table(report):
                "it held here (computed from the results below; see onmt_posenc/experiments/claims.py for each test).", "")
     report.table(["claim", "paper", "this batch", "held?"],
                  [[row["claim"], row["paper"], row["measured"], row["held"]] for row in rows])
+    unchosen = Batch(report.experiment, report.records).unchosen.values()
+    if unchosen:
+        report.add("Left out of the claims, as the paper chose K on its dev set: " + "; ".join(unchosen) + ".", "")
 
 
 def bleu_table(report):

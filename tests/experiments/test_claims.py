@@ -112,6 +112,40 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
     assert row([ape[1], {**late, "convergence": None}])["held"] == "not measured"  # results without a curve
 
 
+def test_k_is_chosen_on_valid_bleu_and_not_without_it(tmp_path):
+    """SHAPE with K = 10 and 40: the K with the better valid BLEU plays SHAPE. Without valid
+    BLEU (evaluation.sets: [test]) no K is chosen, not the grid's first: SHAPE's claims are
+    not measured, and the report says why."""
+    from onmt_posenc.experiments import claims, report_tables
+    from onmt_posenc.experiments.report_document import Report
+    from onmt_posenc.experiments.report_experiment import reported
+
+    loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "K": [10, 40],
+                                                              "data": ["small"]}))
+
+    def record(label, bleu):
+        config = {"shape_max_shift": int(label[7:])} if label.startswith("shape") else {}
+        return {"id": f"small/{label}/seed1", "status": "finished", "data": "small", "method": label[:5].rstrip("-"),
+                "label": label, "seed": 1, "bleu": bleu, "config": config, "length_ratio": {"test": 1.0},
+                "convergence": {"converged": True, "why": "test"}}
+
+    scored = [record("ape", {"valid": 30.0, "test": 30.0}), record("shape-K10", {"valid": 25.0, "test": 22.0}),
+              record("shape-K40", {"valid": 31.0, "test": 31.0})]
+    batch = claims.Batch(loaded, scored)
+    assert batch.choices[("small", "SHAPE")] == "shape-K40 chosen on valid BLEU (shape-K10 25.00, shape-K40 31.00)"
+    assert claims.vanilla_bleu(batch, "SHAPE", "paper")["held"] == "yes" and not batch.unchosen
+
+    test_only = [{**r, "bleu": {"test": r["bleu"]["test"]}} for r in scored]
+    batch = claims.Batch(loaded, test_only)
+    assert batch.unchosen == {("small", "SHAPE"): "SHAPE in small: no label chosen among shape-K10, shape-K40 "
+                                                   "(no valid BLEU for shape-K10, shape-K40)"}
+    assert claims.vanilla_bleu(batch, "SHAPE", "paper")["held"] == "not measured"
+    document = Report(reported(loaded), test_only)
+    report_tables.claims_table(document)
+    assert ("Left out of the claims, as the paper chose K on its dev set: SHAPE in small: no label chosen among "
+            "shape-K10, shape-K40 (no valid BLEU for shape-K10, shape-K40).") in document.lines
+
+
 def test_only_shaw_plays_the_papers_rpe_in_the_claims():
     """The claims compare SHAPE with the paper's baselines; the position lab's other
     relative methods (Music, T5 buckets, rotary, ALiBi) are not Shaw's RPE."""
