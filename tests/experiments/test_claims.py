@@ -146,6 +146,30 @@ def test_k_is_chosen_on_valid_bleu_and_not_without_it(tmp_path):
             "shape-K10, shape-K40 (no valid BLEU for shape-K10, shape-K40).") in document.lines
 
 
+def test_shift_invariance_claim_only_on_converged_models(tmp_path):
+    from onmt_posenc.experiments import claims
+
+    loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "K": [10], "data": ["small"]}))
+
+    def record(method, similarity, converged=True):
+        shift = {"offsets": [0, 5], "matrix": [[1.0, similarity], [similarity, 1.0]],
+                 "mean_off_diagonal": similarity, "absolute_positions": True}
+        return {"id": f"small/{method}/seed1", "status": "finished", "data": "small", "method": method,
+                "label": "shape-K10" if method == "shape" else method, "seed": 1, "bleu": {"valid": 1.0},
+                "config": {"shape_max_shift": 10} if method == "shape" else {},
+                "convergence": {"converged": converged, "why": "valid ppl 5.00 -> 4.50 (-10.0%)"},
+                "analyses": {"shift_invariance": "analyses/shift_invariance.json"},
+                "analysis_results": {"shift_invariance": shift}}
+
+    def judged(*records):
+        return claims.shift_invariance(claims.Batch(loaded, list(records)), "paper")
+
+    assert judged(record("ape", 0.45), record("shape", 0.95))["held"] == "yes"
+    assert judged(record("ape", 0.45), record("shape", 0.85))["held"] == "no"
+    late = judged(record("ape", 0.45), record("shape", 0.95, converged=False))
+    assert late["held"] == "not measured" and "not converged: small/shape/seed1" in late["measured"]
+
+
 def test_only_shaw_plays_the_papers_rpe_in_the_claims():
     """The claims compare SHAPE with the paper's baselines; the position lab's other
     relative methods (Music, T5 buckets, rotary, ALiBi) are not Shaw's RPE."""
