@@ -91,6 +91,10 @@ MISTAKES = [
     # R9: a seed that grid.seed would override; a method that no grid line uses
     (["settings.seed=abc"], "settings.seed: each run's seed is set by grid.seed (default [1]); list the seeds there"),
     (["methods.rpe.seed=3"], "methods.rpe.seed: each run's seed is set by grid.seed (default [1]); list the seeds there"),
+    (["settings.early_stopping=4"], "settings.early_stopping: the runner trains every run to train_steps and the "
+                                    "report judges its plateau from the validation curve; a run stopped early would "
+                                    "be taken for an unfinished one. Set train_steps to where the curve flattens "
+                                    "instead"),
     (["methods.foo.bar=1"], "methods.foo.bar: unknown option"),
     # phrase-level perSPE chunks Japanese targets: refused on German, not phrases made of nonsense
     (["methods.foo.perspe_range=1"], "methods.foo.perspe_range: phrase-level perSPE (perspe_unit: phrase, the default) "
