@@ -37,7 +37,7 @@ from onmt_posenc.experiments.progress import DeviceWatch, Progress, machine, tra
 from onmt_posenc.experiments.records import read_stored, where_its_log_is
 from onmt_posenc.experiments.run_analyses import RunAnalyses
 from onmt_posenc.experiments.run_checkpoints import keep_newest, resume_point
-from onmt_posenc.experiments.state import evaluation_of, interrupted_why, run_state
+from onmt_posenc.experiments.state import evaluation_of, interrupted_why, run_state, training_data_of
 from onmt_posenc.experiments.store import (AVERAGED, FAILURE, INTERRUPTED, RESULT, WARM_START, checkpoint_step,
                                            data_dir, file_digest, run_dir, run_fields, saved_checkpoints, write_json,
                                            write_text_atomically)
@@ -138,6 +138,7 @@ class RunExecutor:
             "curve": curve, "convergence": curves.convergence(curve["valid"]),
             "resumed_from": checkpoint_step(resume_from) if resume_from else None,
             "evaluation": evaluation_of(self.experiment, self.experiment.data[self.run.data]),
+            "training_data": training_data_of(config),
             "machine": machine(),
             "device_sharing": read_stored(self.dir / DEVICE)[0] if (self.dir / DEVICE).is_file() else None,
             "longest_training_source": self.longest_source,
@@ -189,7 +190,7 @@ def execute_run(experiment, run, files, progress, command):
     if state.kind == "finished":
         progress.say("finished before; skipped")
         return state.record
-    if state.kind in ("warm_source_changed", "other_settings"):
+    if state.kind in ("warm_source_changed", "other_settings", "other_data"):
         return {"id": run.id, "status": "failed", "error": state.why, "log": str(directory / RESULT)}
     if state.kind == "evaluated_otherwise":
         saved = saved_checkpoints(directory)

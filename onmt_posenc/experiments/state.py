@@ -12,11 +12,15 @@ experiment file makes now (its settings, the model it started from, its evaluati
     more_updates          finished with fewer updates than the file asks now (train_steps
                           raised, nothing else): training goes on from its newest checkpoint
     other_settings        finished with other settings than the file makes now
+    other_data            finished, trained on files that have changed since (the same paths:
+                          a cut of other size, synthetic data made again, a corpus prepared again)
     warm_source_changed   started (warm_start) from a model that has changed since
     evaluated_otherwise   finished, but evaluated with other evaluation settings: evaluated
                           again from its checkpoints, without training
 """
+import functools
 import json
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,7 +34,7 @@ from onmt_posenc.experiments.store import (FAILURE, INTERRUPTED, RESULT, WARM_ST
                                            read_json, saved_checkpoints)
 
 # The states a finished run's figures are left out of the report's tables for
-STALE = ("more_updates", "other_settings", "warm_source_changed", "evaluated_otherwise")
+STALE = ("more_updates", "other_settings", "other_data", "warm_source_changed", "evaluated_otherwise")
 
 
 class RunState(NamedTuple):
@@ -68,6 +72,35 @@ def is_stale(record, config):
     """A finished run whose stored config has other settings than `config` (what the
     experiment file makes now)."""
     return settings_of(record.get("config") or {}) != settings_of(config)
+
+
+@functools.lru_cache(maxsize=None)
+def _digest(path, modified_ns, size):
+    return file_digest(path)
+
+
+def training_data_of(config):
+    """SHA-256 of each file the run's corpora name ({corpus: {path_src: digest, ...}}; None
+    for a file that is not there). Stored in result.json: a run's identity names its data by
+    path only, and a cut or a prepared corpus is written again at the same path. Each file is
+    read once for all the runs that name it while it is unchanged."""
+    def digest(path):
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        return _digest(str(path), stat.st_mtime_ns, stat.st_size)
+
+    return {name: {key: digest(value) for key, value in corpus.items() if key.startswith("path_")}
+            for name, corpus in (config.get("data") or {}).items()}
+
+
+def changed_training_data(record, config):
+    """'corpus.key' of each file a finished run was trained on that is another now; files not
+    there now, or not recorded (a record written before records held them), say nothing."""
+    stored, now = record.get("training_data") or {}, training_data_of(config)
+    return [f"{name}.{key}" for name, files in stored.items() for key, digest in files.items()
+            if now.get(name, {}).get(key) not in (None, digest)]
 
 
 def warm_source_changed(directory, config):
@@ -193,6 +226,11 @@ def run_state(directory, config, experiment, setting):
         return RunState("warm_source_changed", f"{directory} holds a finished run that started from "
                                                f"{config['train_from']} before that model changed; remove that folder "
                                                "to run it again from the new model", record)
+    changed = changed_training_data(record, config)
+    if changed:
+        return RunState("other_data", f"{directory} holds a finished run trained on files that have changed since "
+                                      f"({', '.join(changed)}: the same paths, other contents); remove that folder "
+                                      "to run it again on them", record)
     if is_stale(record, config):
         if goes_on(record.get("config") or {}, config):
             return RunState("more_updates", f"finished at {record['config'].get('train_steps')} updates; "

@@ -517,6 +517,25 @@ def test_report_marks_results_made_with_other_settings_as_stale(demo, tmp_path):
             "the report has no results, only what happened to each run") in result.stderr
 
 
+def test_runs_trained_on_files_changed_since_are_stale(demo, tmp_path):
+    """A run's data is named by path: a cut of another size, or a corpus prepared again, is
+    written at the same path. Its files' SHA-256 in result.json say the runs are stale, and
+    `run` leaves them as they are, saying why, rather than skip or evaluate them again."""
+    output, _ = demo
+    copy = tmp_path / "copy"
+    shutil.copytree(output, copy)
+    args = [DEMO, "--output", copy, *overrides(SCALED_DOWN)]
+    with open(copy / "data" / "synthetic" / "train.src", "a", encoding="utf-8") as train:
+        train.write("a b c\n")
+    run([command("onmt-posenc"), "report", *args], cwd=REPO)
+    why = (f"{copy / 'synthetic' / 'ape' / 'seed1'} holds a finished run trained on files that have changed since "
+           "(train.path_src: the same paths, other contents); remove that folder to run it again on them")
+    assert f"| synthetic/ape/seed1 | stale | – | – | stale: {why} |" in (copy / "report.md").read_text()
+    again = run([command("onmt-posenc"), "run", *args], cwd=REPO, expect_ok=False)
+    assert f"FAILED synthetic/ape/seed1: {why}" in again.stderr and "train step" not in again.stderr
+    assert json.loads((copy / "synthetic" / "ape" / "seed1" / "result.json").read_text())["status"] == "finished"
+
+
 def test_unreadable_results_are_named_and_the_run_done_again(demo, tmp_path):
     """A result.json cut short is reported by file and run again (from its checkpoints,
     without training); an analysis file that cannot be read is left out with a note."""
