@@ -17,15 +17,16 @@ model_step_500.pt` when it resumes), which gives that starting step. A resumed
 run repeats the steps after its checkpoint; the later reading of a step wins.
 """
 import re
+import shlex
 import statistics
+from pathlib import PurePath
 
 from onmt_posenc.core.text import read_lines
 
 TRAIN_REPORT = re.compile(r"Step\s+(\d+)/\s*(\d+); acc:\s*([\d.]+); ppl:\s*([\d.]+);"
                           r".*?([\d.]+)/\s*([\d.]+) tok/s;\s*(\d+) sec;")
 VALID_LINE = re.compile(r"(Validation perplexity|Validation accuracy|validation BLEU): ([\d.eE+-]+|nan|inf)")
-COMMAND_LINE = re.compile(r"^\$ \S*onmt_train\b")
-RESUMED_FROM = re.compile(r"-train_from \S*model_step_(\d+)\.pt")
+CHECKPOINT_STEP = re.compile(r"model_step_(\d+)\.pt$")
 VALID_FIELDS = {"Validation perplexity": "ppl", "Validation accuracy": "acc", "validation BLEU": "bleu"}
 
 # The convergence rule: validation perplexity improved by less than CONVERGED_BELOW
@@ -42,6 +43,25 @@ RULE = (f"validation perplexity improved by less than {CONVERGED_BELOW:.0%}, and
 DEFAULT_VALID_STEPS, DEFAULT_TRAIN_STEPS = 10000, 100000
 
 
+def invocation_start(line):
+    """The step an onmt_train command line of the log goes on from (0: the start; a
+    warm start's -train_from names no checkpoint of the run's), None for any other line.
+    The runner writes command lines shell-quoted (hooks.stock.run_logged), so that a path
+    with spaces is one word; a line that does not split as the shell would is split at spaces."""
+    if not line.startswith("$ "):
+        return None
+    try:
+        argv = shlex.split(line[2:])
+    except ValueError:
+        argv = line[2:].split()
+    if not argv or PurePath(argv[0]).name != "onmt_train":
+        return None
+    if "-train_from" not in argv[:-1]:
+        return 0
+    resumed = CHECKPOINT_STEP.search(argv[argv.index("-train_from") + 1])
+    return int(resumed.group(1)) if resumed else 0
+
+
 def read(log_path, valid_steps=DEFAULT_VALID_STEPS):
     """From a training log: {"train": [{step, ppl, acc}], "valid": [{step, ppl, acc[, bleu]}],
     "started_from": the step each onmt_train invocation went on from (0: the start),
@@ -49,9 +69,9 @@ def read(log_path, valid_steps=DEFAULT_VALID_STEPS):
     train, valid, started, seconds = {}, {}, [], []
     start, validations, pending = 0, 0, {}
     for line in read_lines(log_path):
-        if COMMAND_LINE.match(line):
-            resumed = RESUMED_FROM.search(line)
-            start, validations = (int(resumed.group(1)) if resumed else 0), 0
+        invoked = invocation_start(line)
+        if invoked is not None:
+            start, validations = invoked, 0
             started.append(start)
             seconds.append(0)
             continue
@@ -83,7 +103,7 @@ def training_speed(log_path):
     median also ignores the intervals that held a validation or a save)."""
     rates, first = [], True
     for line in read_lines(log_path):
-        if COMMAND_LINE.match(line):
+        if invocation_start(line) is not None:
             first = True
             continue
         found = TRAIN_REPORT.search(line)

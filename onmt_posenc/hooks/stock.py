@@ -5,6 +5,7 @@ They are run exactly as a user would run them, so the extension reaches them
 through its start-up hook, not through anything done here.
 """
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -62,7 +63,7 @@ def run_logged(name, args, log_path, on_line=None, append=False):
     argv = [command_path(name), *map(str, args)]
     # Line-buffered, so that `tail -f` on the log follows the command.
     with open(log_path, "a" if append else "w", encoding="utf-8", buffering=1) as log:
-        log.write("$ " + " ".join(argv) + "\n")
+        log.write("$ " + shlex.join(argv) + "\n")  # a path with spaces stays one word (curves reads it)
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    errors="replace")
         try:

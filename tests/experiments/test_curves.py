@@ -37,6 +37,22 @@ def test_curve_steps_come_from_valid_steps_and_the_checkpoint_a_run_resumed_from
     assert curve["started_from"] == [0, 10] and curve["train_seconds"] == 6 + 5
 
 
+def test_a_command_line_with_spaces_in_its_paths_is_read_as_the_shell_would(tmp_path):
+    """The runner writes each command line shell-quoted: an output folder with a space in
+    its name still gives the step a resumed invocation went on from."""
+    first, resumed = LOG.split("$ ")[1:]
+    quoted = (f"$ '/my venv/bin/onmt_train' -config '/My Runs/run/config.yaml'\n{first.split(chr(10), 1)[1]}"
+              f"$ '/my venv/bin/onmt_train' -config '/My Runs/run/config.yaml' -train_from "
+              f"'/My Runs/run/model_step_10.pt'\n{resumed.split(chr(10), 1)[1]}")
+    path = tmp_path / "train.log"
+    path.write_text(quoted, encoding="utf-8")
+    curve = curves.read(path, valid_steps=10)
+    assert curve["started_from"] == [0, 10] and curve["train_seconds"] == 6 + 5
+    assert [v["step"] for v in curve["valid"]] == [10, 20]
+    assert curves.invocation_start("$ /venv/bin/onmt_translate -model m.pt") is None
+    assert curves.invocation_start("$ /venv/bin/onmt_train -config c.yaml -train_from src/averaged.pt") == 0
+
+
 def test_training_speed_leaves_out_each_invocations_first_report(log):
     speed = curves.training_speed(log)
     assert speed == {"tokens_per_second": 4100, "reports": 3}  # the median of 2100, 6100 and 4100
