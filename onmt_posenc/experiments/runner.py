@@ -37,8 +37,9 @@ from onmt_posenc.experiments.progress import DeviceWatch, Progress, machine, tra
 from onmt_posenc.experiments.records import read_stored, where_its_log_is
 from onmt_posenc.experiments.run_analyses import RunAnalyses
 from onmt_posenc.experiments.run_checkpoints import keep_newest, resume_point
-from onmt_posenc.experiments.state import evaluation_of, interrupted_why, run_state, training_data_of
-from onmt_posenc.experiments.store import (AVERAGED, FAILURE, INTERRUPTED, RESULT, WARM_START, checkpoint_step,
+from onmt_posenc.experiments.state import evaluation_of, interrupted_why, run_state, trained_on, training_data_of
+from onmt_posenc.experiments.store import (AVERAGED, FAILURE, INTERRUPTED, RESULT, TRAINING_DATA, WARM_START,
+                                           checkpoint_step,
                                            data_dir, file_digest, run_dir, run_fields, saved_checkpoints, write_json,
                                            write_text_atomically)
 from onmt_posenc.core.text import read_lines, scan_text
@@ -71,6 +72,7 @@ class RunExecutor:
         # written again on resuming: the same settings, with the files where they are now
         write_text_atomically(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         if resume_from is None:
+            write_json(self.dir / TRAINING_DATA, training_data_of(config))
             self.progress.say("build vocabulary")
             # -dump_samples: the training corpus as the transforms made it, in sample/, to check what was trained on
             self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples"],
@@ -138,7 +140,8 @@ class RunExecutor:
             "curve": curve, "convergence": curves.convergence(curve["valid"]),
             "resumed_from": checkpoint_step(resume_from) if resume_from else None,
             "evaluation": evaluation_of(self.experiment, self.experiment.data[self.run.data]),
-            "training_data": training_data_of(config),
+            # what it trained on: as it started (an attempt started before that was kept: as it ends)
+            "training_data": trained_on(self.dir) or training_data_of(config),
             "machine": machine(),
             "device_sharing": read_stored(self.dir / DEVICE)[0] if (self.dir / DEVICE).is_file() else None,
             "longest_training_source": self.longest_source,

@@ -30,8 +30,8 @@ from onmt_posenc.core.scoring import LANGUAGE_TOKENIZERS
 from onmt_posenc.experiments import curves
 from onmt_posenc.experiments.records import read_stored
 from onmt_posenc.experiments.spec import RUNNER_KEYS
-from onmt_posenc.experiments.store import (FAILURE, INTERRUPTED, RESULT, WARM_START, checkpoint_step, file_digest,
-                                           read_json, saved_checkpoints)
+from onmt_posenc.experiments.store import (FAILURE, INTERRUPTED, RESULT, TRAINING_DATA, WARM_START, checkpoint_step,
+                                           file_digest, read_json, saved_checkpoints)
 
 # The states a finished run's figures are left out of the report's tables for
 STALE = ("more_updates", "other_settings", "other_data", "warm_source_changed", "evaluated_otherwise")
@@ -93,6 +93,14 @@ def training_data_of(config):
 
     return {name: {key: digest(value) for key, value in corpus.items() if key.startswith("path_")}
             for name, corpus in (config.get("data") or {}).items()}
+
+
+def trained_on(directory):
+    """training_data_of the run's config when the attempt in `directory` started training
+    (TRAINING_DATA), or None (not kept, or unreadable)."""
+    path = Path(directory) / TRAINING_DATA
+    stored = read_stored(path)[0] if path.is_file() else None
+    return stored if isinstance(stored, dict) else None
 
 
 def changed_training_data(record, config):
@@ -163,8 +171,8 @@ def goes_on(stored, config):
 
 def start_again_why(directory, config):
     """Why the unfinished attempt in `directory` cannot go on to `config` from its
-    checkpoints, or None where it can: it was made with another config, or from a
-    warm-start model that has changed since."""
+    checkpoints, or None where it can: it was made with another config, from a
+    warm-start model that has changed since, or on training files that have."""
     directory = Path(directory)
     try:
         stored = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
@@ -176,6 +184,9 @@ def start_again_why(directory, config):
         return "with another config"
     if warm_source_changed(directory, config):
         return f"from {config['train_from']} as it was before it changed"
+    changed = changed_training_data({"training_data": trained_on(directory)}, config)
+    if changed:
+        return f"on training files that have changed since ({', '.join(changed)})"
     return None
 
 

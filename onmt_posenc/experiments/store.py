@@ -24,6 +24,8 @@ FAILURE = "failure.json"
 INTERRUPTED = "interrupted.json"
 # warm_start: the SHA-256 of the source model when the run started from it
 WARM_START = "warm_start.json"
+# the SHA-256 of each file the run's corpora name, when it started training (state.training_data_of)
+TRAINING_DATA = "training_data.json"
 
 
 def checkpoint_step(path):

@@ -8,6 +8,7 @@ import re
 import shutil
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -207,6 +208,34 @@ def test_a_job_stopped_while_it_translates_is_interrupted_not_failed(demo):
     assert "[3/3 synthetic/rpe/seed1] interrupted before\n" in result.stderr
     assert "[3/3 synthetic/rpe/seed1] train" not in result.stderr
     assert json.loads((stopped / "result.json").read_text())["status"] == "finished"
+
+
+def test_an_unfinished_attempt_on_training_files_changed_since_starts_again(tmp_path):
+    """The files' SHA-256 are kept as the attempt starts training (training_data.json): a
+    cut made again of another size does not go on from checkpoints trained on the old one."""
+    from onmt_posenc.experiments import state
+    from onmt_posenc.experiments.data_preparation import corpus_files
+    from onmt_posenc.experiments.opennmt_config import run_config
+    from onmt_posenc.experiments.store import TRAINING_DATA, data_dir, run_dir
+
+    loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape"]}), output=tmp_path / "out")
+    made = loaded.runs[0]
+    files = corpus_files(loaded.data[made.data], data_dir(loaded, made.data))
+    config = run_config(loaded, made, files)
+    for path in (*files["train"], *files["valid"]):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("a b\n", encoding="utf-8")
+    directory = run_dir(loaded, made)
+    directory.mkdir(parents=True)
+    write_yaml(directory / "config.yaml", config)
+    (directory / TRAINING_DATA).write_text(json.dumps(state.training_data_of(config)))
+    assert state.start_again_why(directory, config) is None
+    Path(files["train"][0]).write_text("a b\nc d\n", encoding="utf-8")
+    assert state.start_again_why(directory, config) == "on training files that have changed since (train.path_src)"
+    said = []
+    (directory / "model_step_8.pt").write_bytes(b"")
+    assert run_checkpoints.resume_point(directory, config, said.append) is None
+    assert said == ["an unfinished attempt on training files that have changed since (train.path_src); starting again"]
 
 
 def test_resume_skips_checkpoints_cut_short(tmp_path):
