@@ -59,6 +59,8 @@ from onmt_posenc.core.tokenization import learn_joint_bpe, learn_joint_sentencep
 LAYOUT_PARTS = ("train", "val", "test")
 # "SRC TGT" languages of a prepared folder: the target chooses the BLEU tokenizer (scoring.bleu_tokenizer)
 LANGUAGES_FILE = "languages.txt"
+# The files a data folder's reader uses where they are there (experiments.data_folder)
+READ_WHERE_THERE = [*(f"{kind}-{part}.txt" for kind in ("ref", "docid") for part in LAYOUT_PARTS), LANGUAGES_FILE]
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,17 @@ def _download(corpus, work):
     return Path(work)
 
 
+def _refuse_earlier_files(out_dir, writes):
+    """A data folder's reader (experiments.data_folder) uses references, document ids and
+    languages.txt wherever they are there: those of an earlier preparation into the same
+    folder that this one does not write would be read with the new corpus."""
+    left = [name for name in READ_WHERE_THERE if name not in writes and (Path(out_dir) / name).is_file()]
+    if left:
+        raise PrepareError(f"{out_dir} holds {', '.join(left)} from an earlier preparation, which this corpus does "
+                           "not write and an experiment would read with it; prepare into a new folder, or remove "
+                           "them first")
+
+
 def _refuse_empty_lines(lines, shown, part):
     for key in [key for key in lines if key[0] == part]:
         empty = next((i for i, line in enumerate(lines[key]) if not line.strip()), None)
@@ -296,6 +309,9 @@ def _prepare(name, out_dir, source, merges, vocab_size, first, order):
             raise PrepareError(f"{source or 'the download'}: missing {', '.join(missing)}")
         # document ids are kept where the copy has them (the official KFTT release has none)
         paths = {key: path for key, path in paths.items() if path is not None}
+        _refuse_earlier_files(out_dir, {f"{side}-{part}.txt" for part, side in paths}
+                              | ({f"ref-{part}.txt" for part in ("val", "test")} if corpus.subwords else set())
+                              | ({LANGUAGES_FILE} if corpus.languages else set()))
         # a file in numbered parts: read part by part, named by the first (the part with a bad
         # line says so itself)
         parts = {key: path if isinstance(path, list) else [path] for key, path in paths.items()}

@@ -50,6 +50,22 @@ def test_from_a_gzipped_archive_and_toy_ende_copied_as_it_is(tmp_path):
     assert not (toy / "ref-test.txt").exists()  # already tokenized text: BLEU against the target files
 
 
+def test_files_of_an_earlier_preparation_that_would_be_read_are_refused(tmp_path):
+    """References, document ids and languages.txt are read wherever a data folder has them:
+    toy-ende (none of those) into Multi30k's folder would be scored against Multi30k's
+    references. Preparing the same corpus again into its folder is fine."""
+    out = tmp_path / "data"
+    run([command("onmt-posenc"), "prepare", "multi30k", out, "--from", MULTI30K, "--merges", "2000"])
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    result = run([command("onmt-posenc"), "prepare", "toy-ende", out, "--from", TOY_ENDE], expect_ok=False)
+    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1] == (
+        f"onmt-posenc prepare: error: {out} holds ref-val.txt, ref-test.txt, languages.txt from an earlier "
+        "preparation, which this corpus does not write and an experiment would read with it; prepare into a new "
+        "folder, or remove them first")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    run([command("onmt-posenc"), "prepare", "multi30k", out, "--from", MULTI30K, "--merges", "1000"])
+
+
 def test_an_incomplete_copy_is_named(tmp_path):
     partial = tmp_path / "partial"
     partial.mkdir()
