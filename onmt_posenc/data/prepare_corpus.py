@@ -59,6 +59,10 @@ from onmt_posenc.core.tokenization import learn_joint_bpe, learn_joint_sentencep
 LAYOUT_PARTS = ("train", "val", "test")
 # "SRC TGT" languages of a prepared folder: the target chooses the BLEU tokenizer (scoring.bleu_tokenizer)
 LANGUAGES_FILE = "languages.txt"
+# White space but " ": SentencePiece (identity normalization) keeps it inside a piece, which
+# OpenNMT-py's whitespace split cuts off and loses (a full-width space in KFTT, a no-break space);
+# the subwords see a space there (BPE's tokenizer splits there already)
+OTHER_SPACES = re.compile(r"[^\S ]")
 # The files a data folder's reader uses where they are there (experiments.data_folder)
 READ_WHERE_THERE = [*(f"{kind}-{part}.txt" for kind in ("ref", "docid") for part in LAYOUT_PARTS), LANGUAGES_FILE]
 
@@ -342,13 +346,15 @@ def _prepare(name, out_dir, source, merges, vocab_size, first, order):
                 lines[key] = lines[key][:first]
         out_dir.mkdir(parents=True, exist_ok=True)
         if corpus.subwords:
-            subwords = _subword_tokenizer(corpus, lines, out_dir, work, merges or BPE_MERGES,
-                                          vocab_size or corpus.vocab_size)
-            for part in ("val", "test"):
+            for part in ("val", "test"):  # raw, as the translations are scored
                 write_lines(out_dir / f"ref-{part}.txt", lines[part, "tgt"])
+            text_of = {key: [OTHER_SPACES.sub(" ", line) for line in text] if key[1] != "docid" else text
+                       for key, text in lines.items()}
+            subwords = _subword_tokenizer(corpus, text_of, out_dir, work, merges or BPE_MERGES,
+                                          vocab_size or corpus.vocab_size)
             print("splitting the text into subwords", file=sys.stderr, flush=True)
             written = {key: [" ".join(subwords.tokenize(line)[0]) for line in text] if key[1] != "docid" else text
-                       for key, text in lines.items()}
+                       for key, text in text_of.items()}
         else:
             written = lines
         for (part, side), text in written.items():

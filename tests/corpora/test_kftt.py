@@ -64,6 +64,18 @@ def test_prepare_kftt_writes_the_runner_layout_with_document_ids(prepared):
     assert "tok:ja-mecab" in bleu.signature and bleu.score > 99
 
 
+def test_full_width_spaces_become_spaces_not_lost_pieces(prepared):
+    """KFTT's Japanese has full-width spaces (U+3000; 67 in the excerpt). SentencePiece with
+    identity normalization keeps one inside a piece ("￭\u3000"), which OpenNMT-py's
+    whitespace split cut into a lone joiner: the character was lost. The subwords see a
+    space there; the references stay raw."""
+    out, _ = prepared
+    assert sum(line.count("\u3000") for line in read_lines(KFTT / "kyoto-train.ja")) == 67
+    tokens = [token for line in read_lines(out / "tgt-train.txt") for token in line.split(" ")]
+    assert not any(token == "￭" or "\u3000" in token for token in tokens)
+    assert read_lines(out / "ref-test.txt") == read_lines(KFTT / "kyoto-test.ja")
+
+
 def test_prepare_kftt_first_pairs_in_spread_order_keep_whole_documents(tmp_path):
     out = tmp_path / "spread"
     run([command("onmt-posenc"), "prepare", "kftt", out, "--from", official_tarball(KFTT, tmp_path),
