@@ -1,6 +1,8 @@
 """The package's structure holds: its import contract (pyproject.toml, import-linter), and
 what is stored outside it still loads after modules move: committed results and checkpoints."""
 import json
+import re
+import sys
 import zipfile
 
 import pytest
@@ -14,6 +16,24 @@ def test_the_import_contract_holds():
                  expect_ok=False)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "Contracts: 2 kept, 0 broken." in result.stdout
+
+
+def modules_importing_opennmt():
+    """The package's modules that import OpenNMT-py as they load (`import onmt...` at the top)."""
+    names = []
+    for path in sorted((REPO / "onmt_posenc").rglob("*.py")):
+        if re.search(r"^(from|import) onmt[. ]", path.read_text(encoding="utf-8"), re.MULTILINE):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+@pytest.mark.parametrize("module", modules_importing_opennmt())
+def test_a_module_imports_first_in_a_fresh_interpreter(module):
+    """Importing OpenNMT-py activates the extension (startup), which imports the package's
+    transforms and hooks: a module that imports OpenNMT-py as it loads must not be reached
+    again half-loaded (`import onmt_posenc.data.transforms` alone failed so)."""
+    run([sys.executable, "-c", f"import {module}"], cwd=REPO)
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "recipes" / "experiments" / "results").glob("**/result*.json")),

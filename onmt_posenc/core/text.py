@@ -22,6 +22,13 @@ def read_lines(path):
         raise TextFileError(f"{path}:{line}: not UTF-8 text ({reason})") from None
 
 
+def opennmt_tokens(line):
+    """A corpus line as OpenNMT-py's reader splits it: on any whitespace with the
+    extension active (`onmt_posenc.hooks.data_pipeline.split_tokens_on_any_whitespace`), and
+    a line without tokens as one empty token, as OpenNMT-py reads an empty line."""
+    return line.split() or [""]
+
+
 def write_lines(path, lines):
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.writelines(line + "\n" for line in lines)

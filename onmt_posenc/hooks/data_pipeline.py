@@ -41,6 +41,14 @@ def split_tokens_on_any_whitespace():
     ParallelCorpusIterator._process = _process
 
 
+def file_line(read, stride, offset):
+    """The file line of the `read`-th line (0-based) that ParallelCorpus.load yields as
+    reader `offset` of `stride`: it reads the blocks of `stride` consecutive lines whose
+    block number is `offset` modulo `stride` ((i // stride) % stride == offset)."""
+    block = (read // stride) * stride + offset
+    return block * stride + read % stride
+
+
 def support_concat_pairs():
     """What INTERPOLATE's `concat_pairs` transform needs from OpenNMT-py's data pipeline."""
     from onmt.inputters import dynamic_iterator
@@ -48,7 +56,6 @@ def support_concat_pairs():
     from onmt.transforms.tokenize import TokenizerTransform
 
     from onmt_posenc.core.joining import join_segments, split_segments
-    from onmt_posenc.data.transforms.concat_pairs import file_line
 
     # ParallelCorpusIterator._process numbers its i-th example `i * stride + offset`,
     # the file line only for a single reader; the groups (and perSPE's phrase file)

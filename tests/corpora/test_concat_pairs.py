@@ -15,8 +15,8 @@ from onmt.utils.parse import ArgumentParser
 from subword_nmt.apply_bpe import BPE
 
 from onmt_posenc.core.joining import group_bounds, join_lines, join_segments
-from onmt_posenc.core.text import read_lines
-from onmt_posenc.data.transforms.concat_pairs import file_line, opennmt_tokens
+from onmt_posenc.core.text import opennmt_tokens, read_lines
+from onmt_posenc.hooks.data_pipeline import file_line
 
 SEP = "<sep>"
 LINES = 200  # a multiple of 4: with -num_threads 2, onmt_build_vocab's sample writer drops nothing

@@ -16,10 +16,9 @@ from onmt.transforms import get_specials, get_transforms_cls
 from onmt.utils.parse import ArgumentParser
 
 from onmt_posenc.config.include import merged_mapping
-from onmt_posenc.core.text import read_lines, write_lines
+from onmt_posenc.core.text import opennmt_tokens, read_lines, write_lines
 from onmt_posenc.core.joining import split_segments
 from onmt_posenc.data.prepare_wmt16 import DEV_YEARS, TRAIN_CORPORA, YEARS, write_training_text
-from onmt_posenc.data.transforms.concat_pairs import opennmt_tokens
 
 
 DATA = "data/wmt16_en_de"

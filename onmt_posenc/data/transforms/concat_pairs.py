@@ -42,6 +42,7 @@ from onmt.transforms.transform import Transform
 
 from onmt_posenc.core.errors import UserError
 from onmt_posenc.core.arguments import one_token, positive_int
+from onmt_posenc.core.text import opennmt_tokens
 from onmt_posenc.core.joining import (DEFAULT_N, DEFAULT_SEP, DOCIDS_KEY, InterpolateError, group_bounds, join_segments, read_docids)
 
 NAME = "concat_pairs"
@@ -49,13 +50,6 @@ NAME = "concat_pairs"
 
 class ConcatPairsError(UserError, ValueError):
     pass
-
-
-def opennmt_tokens(line):
-    """A corpus line as OpenNMT-py's reader splits it: on any whitespace with the
-    extension active (`onmt_posenc.hooks.data_pipeline.split_tokens_on_any_whitespace`), and
-    a line without tokens as one empty token, as OpenNMT-py reads an empty line."""
-    return line.split() or [""]
 
 
 class CorpusLines:
@@ -224,11 +218,3 @@ class ConcatPairsTransform(Transform):
 
     def _repr_args(self):
         return f"concat_n={self.n}, concat_sep={self.sep!r}"
-
-
-def file_line(read, stride, offset):
-    """The file line of the `read`-th line (0-based) that ParallelCorpus.load yields as
-    reader `offset` of `stride`: it reads the blocks of `stride` consecutive lines whose
-    block number is `offset` modulo `stride` ((i // stride) % stride == offset)."""
-    block = (read // stride) * stride + offset
-    return block * stride + read % stride

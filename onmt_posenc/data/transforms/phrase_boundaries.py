@@ -31,7 +31,7 @@ from onmt.transforms import register_transform
 from onmt.transforms.transform import Transform
 
 from onmt_posenc.core.errors import UserError
-from onmt_posenc.data.transforms.concat_pairs import opennmt_tokens
+from onmt_posenc.core.text import opennmt_tokens
 
 NAME = "tgt_phrases"
 PATH_KEY = "path_tgt_phrases"
