@@ -226,25 +226,30 @@ def _refuse_earlier_files(out_dir, writes):
                            "them first")
 
 
-def _refuse_empty_lines(lines, shown, part):
+def _refuse_empty_lines(lines, place, part):
+    """`place(key, index)`: the file and line of a line (a file in parts: the part's)."""
     for key in [key for key in lines if key[0] == part]:
         empty = next((i for i, line in enumerate(lines[key]) if not line.strip()), None)
         if empty is not None:
-            raise PrepareError(f"{shown[key]}:{empty + 1}: an empty line (this corpus has none: is the copy damaged?)")
+            name, line = place(key, empty)
+            raise PrepareError(f"{name}:{line}: an empty line (this corpus has none: is the copy damaged?)")
 
 
-def _drop_empty_pairs(lines, shown, part):
+def _drop_empty_pairs(lines, place, part):
     """The lines of `part` (each side and its document ids) without the pairs that have an
-    empty side: nothing to learn from or to score. Each drop is said, naming file and lines."""
+    empty side: nothing to learn from or to score. Each drop is said, naming file and lines
+    (a file in parts: each line as the part's)."""
     sides = [key for key in lines if key[0] == part]
     empty = sorted({i for key in sides for i, line in enumerate(lines[key]) if not line.strip()})
     if not empty:
         return
     for key in sides:
-        at = [i + 1 for i in empty if not lines[key][i].strip()]
-        if at:
+        by_file = {}
+        for name, line in (place(key, i) for i in empty if not lines[key][i].strip()):
+            by_file.setdefault(name, []).append(line)
+        for name, at in by_file.items():
             numbers = ", ".join(map(str, at[:5])) + (f" and {len(at) - 5} more" if len(at) > 5 else "")
-            print(f"{shown[key]}: {len(at)} empty line(s) ({numbers}): the pair(s) dropped", file=sys.stderr)
+            print(f"{name}: {len(at)} empty line(s) ({numbers}): the pair(s) dropped", file=sys.stderr)
     dropped = set(empty)
     for key in sides:
         lines[key] = [line for i, line in enumerate(lines[key]) if i not in dropped]
@@ -324,16 +329,24 @@ def _prepare(name, out_dir, source, merges, vocab_size, first, order):
                  for files in parts.values() for path in files}
         shown = {key: named[files[0]] + (f" (and {len(files) - 1} more parts)" if len(files) > 1 else "")
                  for key, files in parts.items()}
-        lines = {key: [line for path in files for line in _read_text(path, named[path])] for key, files in parts.items()}
+        texts = {key: [_read_text(path, named[path]) for path in files] for key, files in parts.items()}
+        lines = {key: [line for text in part_texts for line in text] for key, part_texts in texts.items()}
+
+        def place(key, index):
+            """(file, line) of line `index` (0-based) of `key`'s parts read as one."""
+            for path, text in zip(parts[key], texts[key]):
+                if index < len(text):
+                    return named[path], index + 1
+                index -= len(text)
         if corpus.target_split_into_words:
             for part in LAYOUT_PARTS:
                 lines[part, "tgt"] = [spaces_removed(line) for line in lines[part, "tgt"]]
         for part in LAYOUT_PARTS:
             _check_same_lengths(lines, shown, part)
             if not corpus.drops_empty_pairs:
-                _refuse_empty_lines(lines, shown, part)
+                _refuse_empty_lines(lines, place, part)
             elif corpus.subwords:
-                _drop_empty_pairs(lines, shown, part)
+                _drop_empty_pairs(lines, place, part)
         if order == "spread":
             if ("train", "docid") not in lines:
                 raise PrepareError(f"--order spread reorders whole documents, but {source or 'the download'} has no "

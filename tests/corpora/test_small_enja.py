@@ -65,7 +65,8 @@ def test_training_files_in_numbered_parts_give_the_same_folder(prepared, tmp_pat
         assert (out / name).read_bytes() == (whole / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("case", ["missing split", "line counts", "empty line", "gap in parts"])
+@pytest.mark.parametrize("case", ["missing split", "line counts", "empty line", "empty line in a part",
+                                  "gap in parts"])
 def test_bad_copies_named_in_one_line(tmp_path, case):
     copy = tmp_path / "copy"
     shutil.copytree(SMALL_ENJA, copy)
@@ -79,6 +80,12 @@ def test_bad_copies_named_in_one_line(tmp_path, case):
         lines = read_lines(copy / "dev.en")
         write_lines(copy / "dev.en", lines[:6] + [""] + lines[7:])
         expected = f"{copy / 'dev.en'}:7: an empty line (this corpus has none: is the copy damaged?)"
+    elif case == "empty line in a part":  # named by the part and its own line, not the line of all parts
+        lines = read_lines(copy / "train.en")
+        (copy / "train.en").unlink()
+        write_lines(copy / "train.en.000", lines[:1000])
+        write_lines(copy / "train.en.001", lines[1000:1001] + [""] + lines[1002:])
+        expected = f"{copy / 'train.en.001'}:2: an empty line (this corpus has none: is the copy damaged?)"
     else:
         for lang in ("en", "ja"):
             lines = read_lines(copy / f"train.{lang}")
