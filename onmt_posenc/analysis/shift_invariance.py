@@ -6,7 +6,9 @@ a and b the cosine similarity of the encoder's hidden states at each token is
 averaged over all tokens. A shift-invariant encoder gives 1.0 everywhere.
 
 The offset replaces the model's own evaluation offset by `own + k` (own = 0
-for APE and paper-style SHAPE). A model without absolute positions on the
+for APE and paper-style SHAPE); randomized positions, which evaluate at their
+own spread positions rather than 0..n-1, have each of those moved by k. A model
+without absolute positions on the
 source side (relative attention only) is shift-invariant by construction; its
 matrix is all ones.
 
@@ -24,11 +26,26 @@ from onmt_posenc.core.arguments import non_negative_int, positive_int
 DEFAULT_OFFSETS = (0, 100, 250, 500)
 
 
+class MovedEvaluationPositions(torch.nn.Module):
+    """A position module whose evaluation positions are its own (`evaluation_positions`,
+    randomized positions'), each moved by `offset`."""
+
+    def __init__(self, module, offset):
+        super().__init__()
+        self.module, self.offset = module, offset
+
+    def forward(self, emb, step=None):
+        positions = self.module.evaluation_positions(step or 0, emb.size(1), emb.device) + self.offset
+        return self.module.embed_at_real(emb, positions.float())
+
+
 def offset_encoding(loaded, offset):
     """The source position module of a model, with every position moved by `offset`."""
     from onmt_posenc.model.positions.shifted import ShiftedSinusoidalEncoding
 
     current = models.position_module(loaded.model, "src")
+    if hasattr(current, "evaluation_positions"):
+        return MovedEvaluationPositions(current, offset).eval()
     own = getattr(current, "inference_offset", 0)
     shifted = ShiftedSinusoidalEncoding(current.dim, loaded.opt.position_encoding_type,
                                         max_shift=0, inference_offset=own + offset)

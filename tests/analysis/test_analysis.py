@@ -93,6 +93,26 @@ def test_offset_zero_reproduces_the_model(trained):
     assert torch.equal(plain, shifted)
 
 
+def test_offset_zero_is_a_randomized_models_own_evaluation_positions():
+    """Randomized positions evaluate token i at round((i+1)(L+1)/(M+1)) - 1, not at i:
+    offset 0 is the model's own encoding, and offset k moves each of those positions by k."""
+    from types import SimpleNamespace
+
+    from onmt_posenc.model.positions.randomized import RandomizedSinusoidalEncoding
+
+    module = RandomizedSinusoidalEncoding(16, "SinusoidalInterleaved", max_position=256, eval_length=25).eval()
+    embeddings = SimpleNamespace(make_embedding=SimpleNamespace(pe=module))
+    loaded = SimpleNamespace(model=SimpleNamespace(encoder=SimpleNamespace(embeddings=embeddings)),
+                             opt=SimpleNamespace(position_encoding_type="SinusoidalInterleaved"))
+    emb = torch.randn(2, 6, 16)
+    with torch.no_grad():
+        assert torch.equal(shift_invariance.offset_encoding(loaded, 0)(emb), module(emb))
+        own = module.evaluation_positions(0, 6, emb.device)
+        assert own.tolist() == [9, 19, 29, 39, 48, 58]
+        moved = module.embed_at_real(emb, (own + 100).float())
+        assert torch.equal(shift_invariance.offset_encoding(loaded, 100)(emb), moved)
+
+
 def test_swapped_command_on_a_model_without_separators_measures_by_alignment(trained):
     """The tiny test model was never trained on joined sentences: its translations carry no
     <sep>, so X1's translation cannot be found by the separators. The command says so, with
