@@ -14,8 +14,10 @@ one sentence (a document shorter than N, joined within documents) are left out.
 X1's translation is found two ways. By the separators: the first (Original) or
 last (Swapped) segment; a model that does not write them, or writes too many,
 gives segments that are not X1's, so where more than WRONG_SEPARATORS_AT_MOST
-of the Original translations have another number of separators than their
-reference this drop is "not applicable", with that share. By alignment, always:
+of the Original translations, or of the Swapped ones (a separator lost once X1
+stands at the end would put other words in the last segment), have another
+number of separators than their reference this drop is "not applicable", with
+those shares. By alignment, always:
 each translation, separators removed, is cut into one segment per reference
 sentence by minimum edit distance (onmt_posenc.core.alignment, as IWSLT scores
 unsegmented output), on the tokens BLEU counts (ja-mecab's for Japanese), and
@@ -48,15 +50,16 @@ def swap_first_to_end(line, sep=DEFAULT_SEP):
     return " ".join(join_segments(segments[1:] + segments[:1], sep))
 
 
-# Above this share of Original translations with a wrong number of separators, X1's
-# translation cannot be found: the model writes no separator, or too few or too many.
+# Above this share of Original (or Swapped) translations with a wrong number of separators,
+# X1's translation cannot be found: the model writes no separator, or too few or too many.
 WRONG_SEPARATORS_AT_MOST = 0.1
 
 
-def separators_why(share):
-    """Why a model's swapped scores are not measured, from its share of Original lines
-    with another number of separators than the reference."""
-    return (f"not applicable: {share:.0%} of the model's Original translations have another number of "
+def separators_why(share, swapped_share=0.0):
+    """Why a model's swapped scores are not measured, from its shares of Original and of
+    Swapped lines with another number of separators than the reference."""
+    which, share = ("Original", share) if share > WRONG_SEPARATORS_AT_MOST else ("Swapped", swapped_share)
+    return (f"not applicable: {share:.0%} of the model's {which} translations have another number of "
             f"separators than the reference (none, or too few or too many; at most "
             f"{WRONG_SEPARATORS_AT_MOST:.0%} allowed), so X1's translation cannot be found")
 
@@ -88,9 +91,11 @@ def first_sentence_scores(original_hyps, swapped_hyps, references, sep=DEFAULT_S
     """BLEU of X1's translation in the Original and in the Swapped order, against Y1: found by
     the separators ("applicable": false, and no scores, for a model that writes the wrong
     number of them) and by alignment ("aligned", always)."""
-    share = wrong_separator_share(original_hyps, references, sep)
+    # the Swapped lines' references have as many separators as the Original's
+    share, swapped_share = (wrong_separator_share(hyps, references, sep) for hyps in (original_hyps, swapped_hyps))
     first_refs = [" ".join(split_segments(ref.split(), sep)[0]) for ref in references]
-    result = {"applicable": share <= WRONG_SEPARATORS_AT_MOST, "examples": len(references), "wrong_separators": share}
+    result = {"applicable": max(share, swapped_share) <= WRONG_SEPARATORS_AT_MOST, "examples": len(references),
+              "wrong_separators": share, "wrong_separators_swapped": swapped_share}
     if result["applicable"]:
         original = [" ".join(split_segments(hyp.split(), sep)[0]) for hyp in original_hyps]
         swapped = [" ".join(split_segments(hyp.split(), sep)[-1]) for hyp in swapped_hyps]
@@ -99,7 +104,7 @@ def first_sentence_scores(original_hyps, swapped_hyps, references, sep=DEFAULT_S
         result.update(original=original_bleu.score, swapped=swapped_bleu.score,
                       drop=original_bleu.score - swapped_bleu.score)
     else:
-        result["why"] = separators_why(share)
+        result["why"] = separators_why(share, swapped_share)
     original_bleu, swapped_bleu = (
         corpus_bleu(aligned_first_sentences(original_hyps, references, False, sep, language), first_refs,
                     language=language),
@@ -218,8 +223,9 @@ def main(args):
               f"drop {result['drop']:.2f}")
     aligned = result["aligned"]
     print(f"  found by alignment: Original {aligned['original']:.2f}, Swapped {aligned['swapped']:.2f}, "
-          f"drop {aligned['drop']:.2f} ({result['wrong_separators']:.0%} of the Original translations have "
-          "another number of separators than the reference)")
+          f"drop {aligned['drop']:.2f} ({result['wrong_separators']:.0%} of the Original translations and "
+          f"{result['wrong_separators_swapped']:.0%} of the Swapped have another number of separators than the "
+          "reference)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
     return 0

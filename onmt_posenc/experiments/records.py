@@ -54,7 +54,8 @@ ANALYSIS_FORMS = {
     "token_nll": {"nll": [Maybe([NUMBER], null=True)], "frequency": Maybe([[int]])},
     # {set: result}
     "swapped": Each({"applicable": bool, "examples": int, "original": Maybe(NUMBER), "swapped": Maybe(NUMBER),
-                     "drop": Maybe(NUMBER), "wrong_separators": Maybe(NUMBER), "why": Maybe(str),
+                     "drop": Maybe(NUMBER), "wrong_separators": Maybe(NUMBER),
+                     "wrong_separators_swapped": Maybe(NUMBER), "why": Maybe(str),
                      "aligned": Maybe({"original": NUMBER, "swapped": NUMBER, "drop": NUMBER})}),
 }
 

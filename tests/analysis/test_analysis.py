@@ -181,6 +181,18 @@ def test_swapped_scores_the_first_sentence_where_it_stands_and_at_the_end(traine
     expected = corpus_bleu([" ".join(r.split()[:-1]) for r in first_refs], first_refs).score
     assert scores["swapped"] == pytest.approx(expected) and scores["drop"] == pytest.approx(100 - expected)
     assert scores["applicable"] and scores["wrong_separators"] == 0
+    # One that loses a separator once X1 stands at the end: its last segment is not X1's
+    def last_separator_lost(line):
+        tokens = line.split()
+        del tokens[len(tokens) - 1 - tokens[::-1].index("<sep>")]
+        return " ".join(tokens)
+
+    merged = [last_separator_lost(swapped.swap_first_to_end(r)) for r in refs]  # two sentences: none left
+    scores = swapped.first_sentence_scores(refs, merged, refs)
+    assert not scores["applicable"] and "drop" not in scores
+    assert scores["wrong_separators"] == 0 and scores["wrong_separators_swapped"] == 1
+    assert scores["why"].startswith("not applicable: 100% of the model's Swapped translations have another number")
+    assert scores["aligned"]["drop"] == pytest.approx(0, abs=1e-6)  # the words are all there, in their place
 
 
 def test_length_buckets_command(trained):
