@@ -165,9 +165,6 @@ def test_phrase_file_checks(tmp_path):
         phrases.ids(1, first, 5)
     with pytest.raises(PhraseFileError, match=r"has 1 lines but the target .*t.ja has 2"):
         PhraseFile(str(write_lines(tmp_path / "short", ["0 0 1 1 1"])), str(target))
-    with_empty = write_lines(tmp_path / "e.ja", ["はい 。", ""])  # chunk-ja writes an empty line for it
-    with pytest.raises(PhraseFileError, match=r"e.ja:2: an empty target line, which OpenNMT-py trains on as one "):
-        PhraseFile(str(write_lines(tmp_path / "e", ["0 0", ""])), str(with_empty)).ids(1, [""], 1)
     for bad, message in (("0 0 x 1 1", "must be integers"), ("0 0 2 2 2", "token 3 has 2 after 0"),
                          ("1 1 2 2 2", "token 1 has 1")):
         with pytest.raises(PhraseFileError, match=message):

@@ -89,11 +89,6 @@ class PhraseFile:
                 f"{self.targets.path}:{line_number + 1} is not the line the corpus reader gave as "
                 f"line {line_number + 1}: the reader's line numbers are wrong"
             )
-        if original == [""]:  # an empty line: no phrase file can fit it, so say what it is
-            raise PhraseFileError(
-                f"{self.targets.path}:{line_number + 1}: an empty target line, which OpenNMT-py trains on as one "
-                "empty token that no phrase covers; remove the corpus's empty pairs (`onmt-posenc prepare` drops them)"
-            )
         fields = self.phrases[line_number].split()
         if len(fields) != n_tokens:
             raise PhraseFileError(
