@@ -169,7 +169,8 @@ def chunk_file(target, output):
     # Read first: a line that is not UTF-8 is named before any output is written.
     lines = read_lines(target)
     chunker = JapaneseChunker()
-    phrases = [chunker.token_phrases(line.split()) for line in lines]
+    # an empty line is one empty token to OpenNMT-py's reader (core.text.opennmt_tokens): one phrase
+    phrases = [chunker.token_phrases(line.split()) if line.split() else [0] for line in lines]
     write_lines(output, [" ".join(map(str, ids)) for ids in phrases])
     return len(phrases), sum(len(ids) for ids in phrases), sum(ids[-1] + 1 for ids in phrases if ids)
 

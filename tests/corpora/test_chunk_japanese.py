@@ -91,6 +91,20 @@ def test_command_writes_one_line_per_target_line(tmp_path):
     assert f"{output}: 300 lines, {n_tokens} tokens, {n_phrases} phrases" in result.stderr
 
 
+def test_an_empty_line_is_one_phrase_of_its_one_empty_token(tmp_path):
+    """OpenNMT-py reads an empty target line as one empty token: its phrase line is "0", which
+    the tgt_phrases transform takes, not an empty line that stops training."""
+    from onmt_posenc.core.text import opennmt_tokens
+    from onmt_posenc.data.chunk_japanese import chunk_file
+    from onmt_posenc.data.transforms.phrase_boundaries import PhraseFile
+
+    target = tmp_path / "t.ja"
+    target.write_text("はい 。\n\n", encoding="utf-8")
+    chunk_file(target, tmp_path / "t.phrases")
+    assert (tmp_path / "t.phrases").read_text(encoding="utf-8").splitlines()[1] == "0"
+    assert PhraseFile(str(tmp_path / "t.phrases"), str(target)).ids(1, opennmt_tokens(""), 1) == [0]
+
+
 def test_works_beside_sacrebleu_ja_mecab_tokenizer():
     """sacreBLEU's ja-mecab tokenizer (IPA dictionary) in the same process must not change
     (or crash: MeCab.Tagger() without arguments does after it) the chunker's dictionary."""
