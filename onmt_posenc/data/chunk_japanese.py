@@ -170,7 +170,7 @@ def chunk_file(target, output):
     lines = read_lines(target)
     chunker = JapaneseChunker()
     # an empty line is one empty token to OpenNMT-py's reader (core.text.opennmt_tokens): one phrase
-    phrases = [chunker.token_phrases(line.split()) if line.split() else [0] for line in lines]
+    phrases = [chunker.token_phrases(tokens) if tokens else [0] for tokens in map(str.split, lines)]
     write_lines(output, [" ".join(map(str, ids)) for ids in phrases])
     return len(phrases), sum(len(ids) for ids in phrases), sum(ids[-1] + 1 for ids in phrases if ids)
 

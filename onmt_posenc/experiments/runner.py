@@ -39,9 +39,8 @@ from onmt_posenc.experiments.run_analyses import RunAnalyses
 from onmt_posenc.experiments.run_checkpoints import keep_newest, resume_point
 from onmt_posenc.experiments.state import evaluation_of, interrupted_why, run_state, trained_on, training_data_of
 from onmt_posenc.experiments.store import (AVERAGED, FAILURE, INTERRUPTED, RESULT, TRAINING_DATA, WARM_START,
-                                           checkpoint_step,
-                                           data_dir, file_digest, run_dir, run_fields, saved_checkpoints, write_json,
-                                           write_text_atomically)
+                                           checkpoint_step, data_dir, file_digest, run_dir, run_fields,
+                                           saved_checkpoints, write_json, write_text_atomically)
 from onmt_posenc.core.text import read_lines, scan_text
 
 # The seconds onmt_build_vocab took, in the run's folder
