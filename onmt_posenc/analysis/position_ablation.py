@@ -2,7 +2,7 @@
 
 The model reads the same sentences by teacher forcing, as trained and in each
 condition below, with the absolute position encoding of a side removed (the
-embeddings keep their sqrt(d) scale, so only the position term goes):
+embeddings keep their scale, sqrt(d) or word_embedding_scale's, so only the position term goes):
 
     encoder        no positions in the encoder (seed 003's BERT check)
     decoder        no positions in the decoder (its GPT-2 check)
@@ -63,8 +63,10 @@ def _condition(model, removed, decay):
 
     with contextlib.ExitStack() as stack:
         for side in removed:
-            dim = models.position_module(model, side).dim
-            stack.enter_context(models.position_module_replaced(model, side, NoPositionEncoding(dim)))
+            trained = models.position_module(model, side)
+            kept_scale = NoPositionEncoding(trained.dim)
+            kept_scale.embedding_scale = trained.embedding_scale
+            stack.enter_context(models.position_module_replaced(model, side, kept_scale))
         if decay:
             for layer in model.decoder.transformer_layers:
                 stack.enter_context(models.attribute_replaced(

@@ -49,6 +49,7 @@ def offset_encoding(loaded, offset):
     own = getattr(current, "inference_offset", 0)
     shifted = ShiftedSinusoidalEncoding(current.dim, loaded.opt.position_encoding_type,
                                         max_shift=0, inference_offset=own + offset)
+    shifted.embedding_scale = current.embedding_scale
     rows = min(len(shifted.pe), len(current.pe))
     if not torch.allclose(shifted.pe[:rows], current.pe[:rows].float(), atol=1e-6):
         raise ValueError("the model's sinusoid table differs from OpenNMT-py's; cannot shift it")

@@ -46,20 +46,22 @@ def build_attention():
     model_builder.build_task_specific_model = build_task_specific_model
 
 
-def initialize_attention():
-    """`build_model` initializes the parameters of a new model (no checkpoint);
-    our variants' own tables (Music's) then get their own initialization. onmt_train reaches
-    the wrapper because `onmt.train_single` imports `build_model` after `import onmt`."""
+def initialize_parameters():
+    """`build_model` initializes the parameters of a new model (no checkpoint); then the
+    word embeddings are drawn as word_embedding_init says, and our variants' own tables
+    (Music's) get their own initialization. onmt_train reaches the wrapper because
+    `onmt.train_single` imports `build_model` after `import onmt`."""
     from onmt import model_builder
 
-    from onmt_posenc.model import attention
+    from onmt_posenc.model import attention, word_embeddings
 
     stock_build_model = model_builder.build_model
 
     @functools.wraps(stock_build_model)
     def build_model(model_opt, opt, vocabs, checkpoint, device_id):
         model = stock_build_model(model_opt, opt, vocabs, checkpoint, device_id)
-        if checkpoint is None:  # otherwise the tables were loaded from it
+        if checkpoint is None:  # otherwise they were loaded from it
+            word_embeddings.initialize(model, model_opt)
             attention.initialize(model)
         return model
 

@@ -31,7 +31,7 @@ def activate():
     parser.validate_options()
     model_builder.build_position_encodings()
     model_builder.build_attention()
-    model_builder.initialize_attention()
+    model_builder.initialize_parameters()
     data_pipeline.carry_target_phrases()
     commands.load_checkpoints_safely()
     commands.check_checkpoint_folders()

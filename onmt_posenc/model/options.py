@@ -5,7 +5,7 @@ exactly the position scheme a model was trained with.
 """
 
 from onmt_posenc.core.errors import UserError
-
+from onmt_posenc.model import word_embeddings
 
 
 class ModelOptionsError(UserError, ValueError):
@@ -28,6 +28,7 @@ def add_model_options(parser):
         )
     for scheme in POSITION_ENCODINGS.values():
         scheme.add_options(group)
+    word_embeddings.add_options(group)
     group.add(
         "--relative_attention",
         "-relative_attention",
@@ -151,4 +152,5 @@ def resolve_position_options(opt):
 
     for name, scheme in POSITION_ENCODINGS.items():
         scheme.check_options(opt, used=name in (opt.src_position_encoding, opt.tgt_position_encoding))
+    word_embeddings.check_options(opt)
     return opt

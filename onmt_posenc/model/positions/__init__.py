@@ -58,6 +58,9 @@ class PositionScheme:
     implied_rank = 0
     # When `implied_by` holds, in words, for the help of {side}_position_encoding (None: never)
     implied_when = None
+    # What the word embeddings are multiplied by before positions are added: None is
+    # OpenNMT-py's sqrt(d); `install_position_encoding` sets word_embedding_scale's.
+    embedding_scale = None
 
     @classmethod
     def implied_by(cls, value_of, side):
@@ -104,11 +107,15 @@ class PositionScheme:
         """The module for one side of `dim` features (None: no position module)."""
         return cls(dim, opt.position_encoding_type)
 
+    def scaled(self, emb):
+        """The word embeddings times the side's scale: sqrt(d) (OpenNMT-py's), or word_embedding_scale's."""
+        return emb * (math.sqrt(self.dim) if self.embedding_scale is None else self.embedding_scale)
+
     def embed_at(self, emb, positions):
         """For a scheme built on OpenNMT-py's sinusoid table (`self.pe`, `self.dim`): its
         APE sum, emb * sqrt(d) + PE(p), at the integer positions `positions`
-        (batch x length) instead of 0..n-1."""
-        return emb * math.sqrt(self.dim) + self.pe[positions, 0]
+        (batch x length, or length for every sequence) instead of 0..n-1."""
+        return self.scaled(emb) + self.pe[positions, 0]
 
     def embed_at_real(self, emb, positions):
         """The APE sum at real-valued positions (batch x length, or length for every
@@ -116,7 +123,7 @@ class PositionScheme:
         table: off the integer grid, or past its rows. For a scheme that keeps
         `self.frequencies` (`sinusoid_frequencies`) and `self.enc_type`."""
         pe = sinusoids(positions, self.frequencies.to(emb.device), self.enc_type)
-        return emb * math.sqrt(self.dim) + pe.to(self.pe.dtype)
+        return self.scaled(emb) + pe.to(self.pe.dtype)
 
 
 def implied_schemes_help():
@@ -136,10 +143,20 @@ def side_schemes(value_of):
 
 
 def install_position_encoding(embeddings, choice, opt):
-    """Put the position module of scheme `choice` at `embeddings.make_embedding.pe`."""
-    module = POSITION_ENCODINGS[choice].from_options(embeddings.embedding_size, opt)
+    """Put the position module of scheme `choice` at `embeddings.make_embedding.pe`, with the
+    side's word-embedding scale (`word_embedding_scale`; unset, OpenNMT-py's: sqrt(d) where a
+    module adds positions, none where no module is)."""
+    from onmt_posenc.model import word_embeddings
+    from onmt_posenc.model.positions.none import NoPositionEncoding
+
+    dim = embeddings.embedding_size
+    module = POSITION_ENCODINGS[choice].from_options(dim, opt)
+    scale = word_embeddings.scale(opt, dim)
+    if module is None and scale not in (None, 1.0):
+        module = NoPositionEncoding(dim)  # a side without positions scaled all the same
     if module is None:
         return
+    module.embedding_scale = scale
     # Embeddings.forward passes `step` to its last module only when this flag is set.
     embeddings.position_encoding = True
     embeddings.make_embedding.add_module("pe", module)

@@ -1,6 +1,4 @@
 """No absolute positions on a side."""
-import math
-
 from torch import nn
 
 from onmt_posenc.model.positions import PositionScheme, register_position_encoding
@@ -8,8 +6,8 @@ from onmt_posenc.model.positions import PositionScheme, register_position_encodi
 
 @register_position_encoding("none")
 class NoPositionEncoding(PositionScheme, nn.Module):
-    """No position information; keeps APE's sqrt(d) embedding scale so that an
-    ablation changes only the position term."""
+    """No position information; keeps APE's sqrt(d) embedding scale (or word_embedding_scale's)
+    so that an ablation changes only the position term."""
 
     implied_rank = 3  # what a side gets that no option gives positions
     implied_when = "otherwise"
@@ -23,7 +21,7 @@ class NoPositionEncoding(PositionScheme, nn.Module):
         self.dim = dim
 
     def forward(self, emb, step=None):
-        return emb * math.sqrt(self.dim)
+        return self.scaled(emb)
 
     @classmethod
     def from_options(cls, dim, opt):
