@@ -17,8 +17,9 @@ class methods: `export_refusal`, `ctranslate2_attention`, `ctranslate2_layer`,
   positions as the sinusoids of its evaluation positions, SHAPE as rows offset.. of its table (Kiyono et al. 2021 with the released
   code's inference offset; K = 0 is APE), and 'none' as a table of zeros
   (CTranslate2 would otherwise generate sinusoids for a side without a table)
-  with scale 1: OpenNMT-py scales by sqrt(d) inside its
-  position module, and a side without one is not scaled.
+  with its module's scale: OpenNMT-py scales by sqrt(d) inside its
+  position module, and a side without one is not scaled, unless
+  `word_embedding_scale` gives every side its scale (onmt_posenc.model.word_embeddings).
 - Layer-norm epsilon. The stock converter leaves it unset for encoder-decoder
   models, and CTranslate2 then uses 1e-5 where OpenNMT-py uses `norm_eps`
   (1e-6). Models with large embeddings hardly notice; a side without the sqrt(d)

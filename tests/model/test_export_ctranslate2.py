@@ -1,7 +1,8 @@
 """CTranslate2 export (`onmt_release_model --format ctranslate2`) of APE, SHAPE,
-per-side encodings, randomized positions, CAPE, Shaw RPE, rotary positions and T5's
-bias, checked against `onmt_translate` on 300 real sentences, greedy and beam 4,
-and token by token against OpenNMT-py's scores of the reference translations.
+per-side encodings, randomized positions, CAPE, Shaw RPE, rotary positions, T5's
+bias and the word embeddings' own scale (`word_embedding_scale`), checked against
+`onmt_translate` on 300 real sentences, greedy and beam 4, and token by token against
+OpenNMT-py's scores of the reference translations.
 
 Data: small_parallel_enja (En->Ja), the 2,000 training pairs in tests/data. Its
 short sentences make 300-sentence decoding fast, and a 150-step 2-layer d=64 model
@@ -54,6 +55,10 @@ TRAINED = {
     "rotary": {"max_relative_positions": -1},
     # T5's own settings: 32 buckets, max distance 128.
     "t5": {"relative_positions_buckets": 32, "max_relative_positions": 128},
+    # The word embeddings' own options: N(0, d^-1/2), multiplied by 1 beside APE's sinusoid,
+    # and by sqrt(d) on the sides of a Shaw model (no absolute positions there)
+    "ape_unscaled": {"position_encoding": True, "word_embedding_init": "normal", "word_embedding_scale": "none"},
+    "shaw_scaled": {"max_relative_positions": 16, "word_embedding_init": "normal", "word_embedding_scale": "sqrt_d"},
 }  # fmt: skip
 # Only their export is tried (it must be refused), so one step is enough.
 REFUSED = {
@@ -73,7 +78,7 @@ ROTARY_OPTIONS = {
 # What is exported and compared: the SHAPE model once as trained (the released
 # code's inference offset K) and once with the paper's offset 0.
 VARIANTS = ["ape", "shape_offset_0", f"shape_offset_{SHAPE_K}", "per_side", "randomized_cape", "shaw_shared",
-            "shaw_separate", "shaw_keys", "rotary", "t5"]  # fmt: skip
+            "shaw_separate", "shaw_keys", "rotary", "t5", "ape_unscaled", "shaw_scaled"]  # fmt: skip
 SCORED = VARIANTS + list(ROTARY_OPTIONS)
 # Largest difference of a token's log-probability between the engines: float32
 # sums in different orders stay below 1e-5 here, each wrong T5 computation tried
