@@ -25,7 +25,7 @@ refused. chrF (character n-grams, no tokenizer) is computed beside BLEU, and
 BLEU's brevity penalty and n-gram precisions are kept, to tell how much of a
 difference is length.
 
-The same functions score the runner's evaluation sets (onmt_posenc.experiments.runner).
+The same functions score the runner's evaluation sets (onmt_posenc.experiments.running.runner).
 """
 import argparse
 import re

@@ -6,7 +6,7 @@ from conftest import REPO, TEST_DATA, command, run
 from runner_helpers import DEMO, PNG_MAGIC, experiment_file
 
 from onmt_posenc import experiments
-from onmt_posenc.experiments import runner
+from onmt_posenc.experiments.running import runner
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def kftt_folder(tmp_path_factory):
 def test_speed_claims_only_from_runs_that_trained_alone(tmp_path):
     """Several shards on one GPU, or a loaded CPU: the ratio depends on what ran beside. Only
     the runs the ratio compares count: not a baseline seed on another machine."""
-    from onmt_posenc.experiments import claims
+    from onmt_posenc.experiments.claims import shape_paper as claims
 
     loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "K": [10]},
                                               data={"small": {"synthetic": {}}}))
@@ -52,7 +52,7 @@ def test_speed_claims_only_from_runs_that_trained_alone(tmp_path):
 def test_a_resumed_runs_load_average_weighs_each_invocation_by_its_samples():
     """500 reports on a loaded machine, then 3 after a resume on an idle one: the run's load
     is that of its 503 samples, not the mean of the two invocations' means."""
-    from onmt_posenc.experiments.progress import DeviceWatch
+    from onmt_posenc.experiments.running.progress import DeviceWatch
 
     earlier = {"other_trainings": 15, "load_average": 9.0, "cores": 16, "samples": 500}
     watch = DeviceWatch()
@@ -66,7 +66,7 @@ def test_a_resumed_runs_load_average_weighs_each_invocation_by_its_samples():
 def test_speed_ratios_only_between_runs_on_one_machine(tmp_path):
     """The baseline trained on both machines; the ratios are those of the machine that trained
     most runs, never a ratio between machines."""
-    from onmt_posenc.experiments.report_runs import relative_speeds
+    from onmt_posenc.experiments.report.runs import relative_speeds
 
     loaded = experiments.load(experiment_file(tmp_path))
     cpu, gpu = {"cpu": "A", "cores": 2, "torch": "2.13"}, {"cpu": "B", "cores": 16, "gpus": ["H100"], "torch": "2.11"}
@@ -79,7 +79,7 @@ def test_speed_ratios_only_between_runs_on_one_machine(tmp_path):
 
 
 def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_path):
-    from onmt_posenc.experiments import claims
+    from onmt_posenc.experiments.claims import shape_paper as claims
 
     loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "data": ["small"]}))
     converged = {"converged": True, "why": "test"}
@@ -116,9 +116,10 @@ def test_k_is_chosen_on_valid_bleu_and_not_without_it(tmp_path):
     """SHAPE with K = 10 and 40: the K with the better valid BLEU plays SHAPE. Without valid
     BLEU (evaluation.sets: [test]) no K is chosen, not the grid's first: SHAPE's claims are
     not measured, and the report says why."""
-    from onmt_posenc.experiments import claims, report_tables
-    from onmt_posenc.experiments.report_document import Report
-    from onmt_posenc.experiments.report_experiment import reported
+    from onmt_posenc.experiments.claims import shape_paper as claims
+    from onmt_posenc.experiments.report import tables as report_tables
+    from onmt_posenc.experiments.report.document import Report
+    from onmt_posenc.experiments.report.experiment import reported
 
     loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "K": [10, 40],
                                                               "data": ["small"]}))
@@ -147,7 +148,7 @@ def test_k_is_chosen_on_valid_bleu_and_not_without_it(tmp_path):
 
 
 def test_shift_invariance_claim_only_on_converged_models(tmp_path):
-    from onmt_posenc.experiments import claims
+    from onmt_posenc.experiments.claims import shape_paper as claims
 
     loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "K": [10], "data": ["small"]}))
 
@@ -173,7 +174,7 @@ def test_shift_invariance_claim_only_on_converged_models(tmp_path):
 def test_only_shaw_plays_the_papers_rpe_in_the_claims():
     """The claims compare SHAPE with the paper's baselines; the position lab's other
     relative methods (Music, T5 buckets, rotary, ALiBi) are not Shaw's RPE."""
-    from onmt_posenc.experiments import claims_batch
+    from onmt_posenc.experiments.claims import batch as claims_batch
 
     def role(config):
         return claims_batch.role_of({"method": "m", "config": config}, baseline="ape")
@@ -190,7 +191,7 @@ def test_only_shaw_plays_the_papers_rpe_in_the_claims():
 def test_the_swapped_claim_uses_the_joined_setting_whose_models_write_separators(tmp_path):
     """Of two settings trained on joined sentences, one whose models do not write <sep>
     (the paper's joined-only training on a small corpus) does not hide the other."""
-    from onmt_posenc.experiments import claims
+    from onmt_posenc.experiments.claims import shape_paper as claims
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1}
     loaded = experiments.load(experiment_file(tmp_path, data={
@@ -230,7 +231,7 @@ def test_the_swapped_claim_uses_the_joined_setting_whose_models_write_separators
 
 def test_the_perspe_papers_tables_name_the_methods_of_kftt_yaml(kftt_folder):
     """Each method of recipes/experiments/kftt.yaml plays the role its name says."""
-    from onmt_posenc.experiments import claims_batch
+    from onmt_posenc.experiments.claims import batch as claims_batch
 
     loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", data_folder=kftt_folder)
     roles = {run.label: claims_batch.role_of({"method": run.method, "config": run.config}, loaded.baseline)
@@ -243,7 +244,7 @@ def test_the_perspe_papers_tables_name_the_methods_of_kftt_yaml(kftt_folder):
 
 
 def test_perspe_claims_judged_on_trained_models_with_the_seeds_spread(kftt_folder):
-    from onmt_posenc.experiments import claims
+    from onmt_posenc.experiments.claims import shape_paper as claims
 
     loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", data_folder=kftt_folder)
     configs = {run.label: run.config for run in loaded.runs if run.data == "vanilla"}
@@ -276,7 +277,7 @@ def test_perspe_claims_judged_on_trained_models_with_the_seeds_spread(kftt_folde
 
 def test_report_plots_shapes_difference_by_training_pairs(tmp_path, kftt_folder):
     """Over VANILLA settings that differ in size: SHAPE minus APE, ± the seeds' standard error."""
-    from onmt_posenc.experiments import report
+    from onmt_posenc.experiments.report import command as report
 
     loaded = experiments.load(REPO / "recipes" / "experiments" / "kftt.yaml", output=tmp_path / "out",
                               data_folder=kftt_folder)

@@ -12,8 +12,8 @@ import pytest
 from conftest import REPO
 
 from onmt_posenc import experiments
-from onmt_posenc.experiments import report
-from onmt_posenc.experiments.store import run_fields
+from onmt_posenc.experiments.report import command as report
+from onmt_posenc.experiments.running.store import run_fields
 
 RESULTS = REPO / "recipes" / "experiments" / "results"
 WRITTEN = re.compile(r"report written \d{4}-\d{2}-\d{2} \d{2}:\d{2}")  # the one line that differs each time

@@ -2,7 +2,7 @@
 (lines in OpenNMT-py 3.5.1's own format; the runner's end-to-end tests read real logs)."""
 import pytest
 
-from onmt_posenc.experiments import curves
+from onmt_posenc.experiments.running import curves
 
 LOG = """\
 $ /venv/bin/onmt_train -config run/config.yaml

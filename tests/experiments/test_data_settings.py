@@ -146,8 +146,8 @@ def test_data_settings_put_their_transforms_on_the_right_corpora(tmp_path):
 
 
 def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
-    from onmt_posenc.experiments.data_preparation import prepare_data
-    from onmt_posenc.experiments.opennmt_config import run_config
+    from onmt_posenc.experiments.running.data_preparation import prepare_data
+    from onmt_posenc.experiments.running.opennmt_config import run_config
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
               "eval_examples": 7}
@@ -166,9 +166,9 @@ def test_single_pairs_mixes_the_training_files_as_a_second_corpus(tmp_path):
     """INTERPOLATE with single_pairs: W trains on the joined corpus and on its single
     pairs, W of those per joined example; validation stays joined. onmt_build_vocab
     reads both, and the swapped evaluation takes its examples from the joined one."""
-    from onmt_posenc.experiments.data_preparation import prepare_data
-    from onmt_posenc.experiments.opennmt_config import SINGLE_PAIRS_CORPUS, run_config
-    from onmt_posenc.experiments.store import run_dir
+    from onmt_posenc.experiments.running.data_preparation import prepare_data
+    from onmt_posenc.experiments.running.opennmt_config import SINGLE_PAIRS_CORPUS, run_config
+    from onmt_posenc.experiments.running.store import run_dir
 
     single = {"max_sentences": 1, "test_sentences": 1, "concat_sentences": 1, "train_examples": 30,
               "eval_examples": 7}
@@ -233,7 +233,7 @@ def test_warm_start_names_a_setting_and_a_run_made_before(tmp_path):
 def test_target_phrases_are_made_once_and_used_without_the_chunker(tmp_path, monkeypatch):
     """perSPE's phrase file is made by MeCab once per training target; a run given the made
     file (a GPU machine the data was carried to) does not import the chunker."""
-    from onmt_posenc.experiments.data_preparation import prepare_phrases
+    from onmt_posenc.experiments.running.data_preparation import prepare_phrases
 
     target = head(TEST_DATA / "small_parallel_enja" / "train.ja", tmp_path / "train.tgt", 5)
     said = []
@@ -250,7 +250,7 @@ def test_data_files_are_checked_before_the_first_run(tmp_path):
     """Every data file of an experiment is present, UTF-8, not empty and paired line by
     line before anything trains; the error names the file, the data setting and the set
     (the command on one problem, the same check in this process on the others)."""
-    from onmt_posenc.experiments.runner import check_data_files
+    from onmt_posenc.experiments.running.runner import check_data_files
 
     src, tgt = tmp_path / "train.src", tmp_path / "train.tgt"
     test_src, test_tgt = tmp_path / "test.src", tmp_path / "test.tgt"

@@ -12,10 +12,10 @@ import pytest
 from conftest import REPO, TOY_ENDE, command, head, run, write_yaml
 
 from onmt_posenc import experiments
-from onmt_posenc.experiments.data_preparation import corpus_files
-from onmt_posenc.experiments.opennmt_config import run_config
-from onmt_posenc.experiments.state import evaluation_of
-from onmt_posenc.experiments.store import data_dir, run_dir, run_fields, write_json
+from onmt_posenc.experiments.running.data_preparation import corpus_files
+from onmt_posenc.experiments.running.opennmt_config import run_config
+from onmt_posenc.experiments.running.state import evaluation_of
+from onmt_posenc.experiments.running.store import data_dir, run_dir, run_fields, write_json
 
 
 def experiment_file(tmp_path, **changes):
@@ -131,7 +131,7 @@ def test_a_mistake_is_one_error_naming_the_file_and_key(tmp_path, overrides, mes
 
 def test_the_example_experiment_is_accepted(tmp_path):
     """The cases above change a file that passes every check."""
-    from onmt_posenc.experiments.runner import check_data_files
+    from onmt_posenc.experiments.running.runner import check_data_files
 
     loaded = experiments.load(experiment_file(tmp_path))
     experiments.check_options(loaded)
@@ -306,7 +306,7 @@ def test_a_shard_without_runs_records_that_into_a_new_output(tmp_path):
 
 def test_output_and_data_paths_of_the_wrong_kind_are_named(tmp_path):
     """A file where the output folder belongs, a folder where a data file belongs."""
-    from onmt_posenc.experiments.runner import check_data_files
+    from onmt_posenc.experiments.running.runner import check_data_files
 
     path = experiment_file(tmp_path)
     afile = tmp_path / "afile"

@@ -119,7 +119,8 @@ def test_the_command_that_goes_on_repeats_every_launcher_option():
     import argparse
     import shlex
 
-    from onmt_posenc.experiments import launcher, run_command
+    from onmt_posenc.experiments import run as run_command
+    from onmt_posenc.experiments.running import launcher
 
     parser = argparse.ArgumentParser()
     run_command.add_arguments(parser)

@@ -16,8 +16,8 @@ from conftest import REPO, command, run, write_yaml
 from runner_helpers import DEMO, LONG, PNG_MAGIC, SCALED_DOWN, experiment_file, overrides
 
 from onmt_posenc import experiments
-from onmt_posenc.experiments import progress as progress_module, run_checkpoints, runner
-from onmt_posenc.experiments.store import file_digest
+from onmt_posenc.experiments.running import checkpoints as run_checkpoints, progress as progress_module, runner
+from onmt_posenc.experiments.running.store import file_digest
 
 
 @pytest.fixture(scope="module")
@@ -213,10 +213,10 @@ def test_a_job_stopped_while_it_translates_is_interrupted_not_failed(demo):
 def test_an_unfinished_attempt_on_training_files_changed_since_starts_again(tmp_path):
     """The files' SHA-256 are kept as the attempt starts training (training_data.json): a
     cut made again of another size does not go on from checkpoints trained on the old one."""
-    from onmt_posenc.experiments import state
-    from onmt_posenc.experiments.data_preparation import corpus_files
-    from onmt_posenc.experiments.opennmt_config import run_config
-    from onmt_posenc.experiments.store import TRAINING_DATA, data_dir, run_dir
+    from onmt_posenc.experiments.running import state
+    from onmt_posenc.experiments.running.data_preparation import corpus_files
+    from onmt_posenc.experiments.running.opennmt_config import run_config
+    from onmt_posenc.experiments.running.store import TRAINING_DATA, data_dir, run_dir
 
     loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape"]}), output=tmp_path / "out")
     made = loaded.runs[0]
@@ -244,7 +244,7 @@ def test_resume_skips_checkpoints_cut_short(tmp_path):
 
     import torch
 
-    from onmt_posenc.experiments.run_checkpoints import newest_complete_checkpoint
+    from onmt_posenc.experiments.running.checkpoints import newest_complete_checkpoint
 
     for step in (100, 200):
         torch.save({"model": {"w": torch.ones(2)}, "opt": argparse.Namespace(seed=1), "vocab": {}},
@@ -274,8 +274,8 @@ def test_progress_of_a_resumed_run_counts_only_the_steps_trained_since(monkeypat
 
 
 def test_a_resumed_run_keeps_as_many_checkpoints_as_one_that_was_not(tmp_path):
-    from onmt_posenc.experiments.run_checkpoints import keep_newest
-    from onmt_posenc.experiments.store import saved_checkpoints
+    from onmt_posenc.experiments.running.checkpoints import keep_newest
+    from onmt_posenc.experiments.running.store import saved_checkpoints
 
     for step in (250, 500, 750, 1000, 1250):  # 250-750 from the interrupted attempt
         (tmp_path / f"model_step_{step}.pt").write_bytes(b"x")
@@ -289,10 +289,11 @@ def test_the_report_says_how_an_unfinished_run_goes_on(tmp_path):
     """A run with checkpoints but no record (training now, or killed without one) and one
     interrupted before the file changed: the Runs table says what `run` will do with each,
     in the runner's words, and the header counts them."""
-    from onmt_posenc.experiments import report, report_runs, state
-    from onmt_posenc.experiments.data_preparation import corpus_files
-    from onmt_posenc.experiments.opennmt_config import run_config
-    from onmt_posenc.experiments.store import data_dir, run_dir
+    from onmt_posenc.experiments.report import command as report
+    from onmt_posenc.experiments.running import grid_records as report_runs, state
+    from onmt_posenc.experiments.running.data_preparation import corpus_files
+    from onmt_posenc.experiments.running.opennmt_config import run_config
+    from onmt_posenc.experiments.running.store import data_dir, run_dir
 
     path = experiment_file(tmp_path, data={"small": {"synthetic": {"train_examples": 50}}},
                            grid={"method": ["ape", "shape", "rpe"], "K": [10], "seed": [1]})
@@ -388,7 +389,7 @@ def test_a_set_added_to_the_evaluation_is_translated_for_the_finished_runs(tmp_p
     """evaluation.sets widened from [test] to [valid, test]: the evaluation's files and
     options are the same, but the finished run has no valid BLEU; it is evaluated again,
     not skipped. A set taken off the list leaves the run as it is."""
-    from onmt_posenc.experiments import state
+    from onmt_posenc.experiments.running import state
 
     def loaded(folder, sets):
         (tmp_path / folder).mkdir()

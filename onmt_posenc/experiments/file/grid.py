@@ -1,0 +1,108 @@
+"""The grid of an experiment file (`grid`) expanded into runs: each run's config layered from
+the recipe, `settings`, its data setting's and its method's keys, with its seed and K."""
+import itertools
+
+from onmt_posenc.experiments.file.spec import GRID_AXES, K_OPTION, Run, fail, shown, uses_shape
+from onmt_posenc.experiments.file.values import check_mapping
+
+
+def _axis(grid, name, default, path, where="grid"):
+    values = grid.get(name, default)
+    if not isinstance(values, list) or not values:
+        fail(path, f"{where}.{name} must be a non-empty list")
+    return values
+
+
+def grid_name(grids, index):
+    """How messages name a grid line: `grid`, or `grid[i]` in a list of several."""
+    return "grid" if len(grids) == 1 else f"grid[{index}]"
+
+
+def checked_grids(spec, path):
+    """`grid`: one mapping of axes, or a non-empty list of them; each axis a non-empty
+    list of names (method, data) or integers (seed, K)."""
+    if isinstance(spec, list):
+        if not spec:
+            fail(path, "grid: an empty list names no run")
+        grids = [check_mapping(grid, path, f"grid[{i}]") for i, grid in enumerate(spec)]
+    else:
+        grids = [check_mapping(spec, path, "grid")]
+    for index, grid in enumerate(grids):
+        where = grid_name(grids, index)
+        unknown = set(grid) - GRID_AXES
+        if unknown:
+            fail(path, f"{where}: unknown axes {sorted(unknown)}; axes are {sorted(GRID_AXES)}")
+        for name, values in grid.items():
+            _axis(grid, name, None, path, where)
+            for value in values:
+                if name in ("method", "data") and not isinstance(value, str):
+                    fail(path, f"{where}.{name}: must be names, got {shown(value)}")
+                if name in ("seed", "K") and (not isinstance(value, int) or isinstance(value, bool)):
+                    fail(path, f"{where}.{name}: must be integers, got {shown(value)}")
+                if name in ("seed", "K") and value < 0:
+                    fail(path, f"{where}.{name}: must be >= 0, got {value}")
+    return grids
+
+
+def expand_grids(recipe, settings, methods, data, grids, path, recipe_name="recipe"):
+    """The runs of every product in `grids`, in order; a run named twice is an error."""
+    runs = {}
+    for index, grid in enumerate(grids):
+        for run in expand_grid(recipe, settings, methods, data, grid, path, recipe_name, grid_name(grids, index)):
+            if run.id in runs:
+                fail(path, f"grid: the run {run.id} is named twice")
+            runs[run.id] = run
+    return list(runs.values())
+
+
+def config_layers(recipe, settings, data, methods, data_name, method, recipe_name):
+    """Where a run's config comes from, later layers winning: (the layer's name, its keys)."""
+    return [(recipe_name, recipe), ("settings", settings), (f"data.{data_name}.settings", data[data_name].settings),
+            (f"methods.{method}", methods[method])]
+
+
+def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe", where="grid"):
+    """Every run of the grid (its axes checked by checked_grids), in a stable order: data, method, K, seed."""
+    method_names = _axis(grid, "method", list(methods), path, where)
+    data_names = _axis(grid, "data", list(data), path, where)
+    seeds = _axis(grid, "seed", [1], path, where)
+    shifts = _axis(grid, "K", [None], path, where)
+    for axis, names, known in (("method", method_names, methods), ("data", data_names, data)):
+        for name in names:
+            if name not in known:
+                fail(path, f"{where}.{axis} names {name!r}, which is not under {axis}s: {sorted(known)}"
+                      if axis == "method" else f"{where}.data names {name!r}, not under data: {sorted(known)}")
+    runs = []
+    for data_name, method in itertools.product(data_names, method_names):
+        layers = config_layers(recipe, settings, data, methods, data_name, method, recipe_name)
+        config = {key: value for _, keys in layers for key, value in keys.items()}
+        sources = {key: layer for layer, keys in layers for key in keys}
+        if "K" in grid and K_OPTION in config:
+            fail(path, f"{sources[K_OPTION]} sets {K_OPTION}, which {where}.K overrides; set one of them")
+        for shift, seed in itertools.product(shifts if uses_shape(config) else [None], seeds):
+            run_config = dict(config, seed=seed)
+            if shift is not None:
+                run_config[K_OPTION] = shift
+            runs.append(Run(data_name, method, shift, seed, run_config,
+                            {**sources, "seed": f"{where}.seed", **({K_OPTION: f"{where}.K"} if shift is not None else {})}))
+    return runs
+
+
+def unused_runs(recipe, settings, methods, data, grids, runs, path, recipe_name):
+    """A run of each method and each data setting that no grid line uses, so that
+    check_options checks their keys too: with the first run's data setting or method,
+    and, for a method whose config does not set K itself (in any layer), the grid's first K
+    (or 0: a grid line naming the method would have to give one)."""
+    shifts = [k for grid in grids for k in grid.get("K", [])][:1] or [0]
+    first = runs[0]
+
+    def sets_k(method):
+        return any(K_OPTION in keys for _, keys in config_layers(recipe, settings, data, methods, first.data, method,
+                                                                 recipe_name))
+
+    unused = [{"method": [m], "data": [first.data], "seed": [1], **({"K": shifts} if not sets_k(m) else {})}
+              for m in methods if m not in {run.method for run in runs}]
+    unused += [{"method": [first.method], "data": [d], "seed": [1],
+                **({"K": [first.shift]} if first.shift is not None else {})}
+               for d in data if d not in {run.data for run in runs}]
+    return expand_grids(recipe, settings, methods, data, unused, path, recipe_name)

@@ -1,0 +1,45 @@
+"""Keys that the experiment file sets where something else owns them: the runner (for every
+run), a data setting's transforms (for its runs), or no transform reads them."""
+from onmt_posenc.experiments.file.spec import (EXTRAPOLATE_KEYS, INTERPOLATE_KEYS, RUNNER_KEYS, SETTING_TRANSFORMS,
+                                               data_setting_keys, fail, shown)
+from onmt_posenc.experiments.file.values import check_option_names
+
+
+def reject_runner_keys(keys, where, path):
+    check_option_names(keys, path, where)
+    owned = set(keys) & set(RUNNER_KEYS)
+    if owned:
+        fail(path, f"{where} sets {sorted(owned)}, which the runner sets for every run")
+    if "seed" in keys:  # grid.seed would override it in every run, without a word
+        fail(path, f"{where}.seed: each run's seed is set by grid.seed (default [1]); list the seeds there")
+    if keys.get("early_stopping"):  # a run whose last checkpoint is short of train_steps is unfinished to the runner
+        fail(path, f"{where}.early_stopping: the runner trains every run to train_steps and the report judges its "
+                   "plateau from the validation curve; a run stopped early would be taken for an unfinished one. "
+                   "Set train_steps to where the curve flattens instead")
+
+
+def reject_overridden_keys(layers, data, path):
+    """Keys that a data setting's transforms own, or transforms the runner places itself.
+    `layers`: (where, keys, the data settings those keys reach)."""
+    layers = layers + [(f"data.{label}.settings", setting.settings, [setting]) for label, setting in data.items()]
+    for where, keys, reached in layers:
+        transforms = keys.get("transforms") or []
+        if not isinstance(transforms, list) or not all(isinstance(name, str) for name in transforms):
+            fail(path, f"{where}.transforms: must be a list of transform names, got {shown(transforms)}")
+        for name in transforms:
+            if name in SETTING_TRANSFORMS:
+                fail(path, f"{where} lists the transform {name!r}, which would reach the validation corpus "
+                            f"too; declare `{SETTING_TRANSFORMS[name]}: N` on a data setting instead")
+        for setting in reached:
+            own = set(data_setting_keys(setting))
+            owned = set(keys) & own
+            if owned:
+                fail(path, f"{where} sets {sorted(owned)}, which data.{setting.label}.{setting.kind.lower()} "
+                            "sets for its runs")
+            # read by filtertoolong and concat_pairs only, which the runner puts on EXTRAPOLATE
+            # and INTERPOLATE corpora: anywhere else they would change nothing
+            unread = set(keys) & {*EXTRAPOLATE_KEYS, *INTERPOLATE_KEYS} - own
+            if unread:
+                fail(path, f"{where} sets {sorted(unread)}, which no transform of data.{setting.label} "
+                            f"({setting.kind}) reads: it would change nothing; declare `extrapolate: N` or "
+                            "`interpolate: N` on the data setting instead")

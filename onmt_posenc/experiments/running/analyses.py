@@ -1,0 +1,105 @@
+"""The analyses of one trained run, right after its evaluation (the report puts them side by
+side): each reads the run's averaged model, evaluation files and translations."""
+import traceback
+from pathlib import Path
+
+from onmt_posenc.core.text import read_lines
+from onmt_posenc.experiments.running.store import AVERAGED, write_json
+
+# In the order they run
+PER_RUN_ANALYSES = ("length_buckets", "shift_invariance", "position_ablation", "token_nll", "swapped")
+
+
+class RunAnalyses:
+    """The per-run analyses the experiment asks for, of the run in `run_dir`; `translate`
+    translates a file with the run's model (for the swapped evaluation)."""
+
+    def __init__(self, experiment, run, files, run_dir, progress, translate, longest_source):
+        self.experiment, self.run, self.files = experiment, run, files
+        self.dir, self.progress, self.translate = Path(run_dir), progress, translate
+        self.logs = self.dir / "logs"
+        self.longest_source = longest_source
+        self._model = None
+
+    def run_all(self, hyps):
+        """Every analysis asked for; one that fails is recorded with its log, and the run still counts.
+        Returns ({name: its file, relative to the run's folder}, {name: its error})."""
+        done, errors = {}, {}
+        (self.dir / "analyses").mkdir(exist_ok=True)
+        for name in PER_RUN_ANALYSES:
+            if name not in self.experiment.analyses:
+                continue
+            options = self.experiment.analyses[name]  # its sets exist: loading.load checked them
+            self.progress.say(f"analysis {name}")
+            try:
+                result = getattr(self, name)(options, hyps)
+            except Exception as error:  # an analysis that breaks must not cost the run's BLEU
+                log = self.logs / f"analysis_{name}.log"
+                log.write_text(traceback.format_exc(), encoding="utf-8")
+                errors[name] = f"{type(error).__name__}: {error} (see {log})"
+                self.progress.say(f"analysis {name} failed: {errors[name]}")
+                continue
+            write_json(self.dir / "analyses" / f"{name}.json", result)
+            done[name] = f"analyses/{name}.json"
+        return done, errors
+
+    def model(self):
+        """The averaged model, loaded once for the analyses that run it in this process."""
+        from onmt_posenc.analysis import models
+
+        if self._model is None:
+            self._model = models.load_model(self.dir / AVERAGED)
+        return self._model
+
+    def length_buckets(self, options, hyps):
+        from onmt_posenc.analysis import length_buckets
+
+        return {name: length_buckets.bucket_scores(read_lines(self.files["eval"][name].src),
+                                                   read_lines(self.files["eval"][name].ref),
+                                                   hyps[name], options["width"], self.longest_source)
+                for name in options["sets"]}
+
+    def shift_invariance(self, options, hyps):
+        from onmt_posenc.analysis import models, shift_invariance
+
+        files = self.files["eval"][options["set"]]
+        return shift_invariance.measure(self.model(), models.read_token_lines(files.src, options["sentences"]),
+                                        options["offsets"])
+
+    def position_ablation(self, options, hyps):
+        from onmt_posenc.analysis import models, position_ablation
+
+        files = self.files["eval"][options["set"]]
+        return position_ablation.ablate(self.model(), models.read_token_lines(files.src, options["sentences"]),
+                                        models.read_token_lines(files.tgt, options["sentences"]))
+
+    def token_nll(self, options, hyps):
+        """Per-sentence token NLLs and training frequencies, for the comparison across methods in the report."""
+        from onmt_posenc.analysis import models, token_nll
+
+        files = self.files["eval"][options["set"]]
+        tgt = models.read_token_lines(files.tgt)
+        nlls = token_nll.token_nlls(self.model(), models.read_token_lines(files.src), tgt)
+        counts = token_nll.training_frequencies(self.files["train"][1])
+        return {"set": options["set"], "nll": [None if n is None else [round(x, 5) for x in n] for n in nlls],
+                "frequency": token_nll.gold_frequencies(tgt, counts)}
+
+    def swapped(self, options, hyps):
+        """On the evaluation set `set` and, as the paper does, on the first `train_examples`
+        joined examples of the training corpus as the model saw it (sample/)."""
+        from onmt_posenc.analysis import swapped
+
+        workdir, name, sep = self.dir / "analyses" / "swapped", options["set"], options["sep"]
+        files = self.files["eval"][name]
+        language = self.experiment.data[self.run.data].target_language
+        results = {name: swapped.analyse(files.src, files.ref, workdir / name, self.translate, sep,
+                                         original_hyp=self.dir / "hyp" / f"{name}.txt", language=language)}
+        if options["train_examples"]:
+            src = self.dir / "sample" / "train.sample.src"  # the joined corpus, not single_pairs's
+            examples = swapped.training_examples(src, src.with_suffix(".tgt"), options["train_examples"],
+                                                 workdir / "train", sep)
+            results["train"] = (swapped.analyse(*examples, workdir / "train", self.translate, sep, language=language)
+                                if examples else
+                                {"applicable": False, "examples": 0,
+                                 "why": "not applicable: the training corpus joins no sentences"})
+        return results

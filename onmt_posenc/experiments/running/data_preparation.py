@@ -1,0 +1,139 @@
+"""A data setting's files, made ready for its runs: generated (the synthetic task), cut to
+their `lines`, joined (INTERPOLATE), and where the runner finds them."""
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from onmt_posenc.core import joining as interpolate
+from onmt_posenc.core.text import read_lines
+from onmt_posenc.data import synthetic
+from onmt_posenc.experiments.file.spec import FilePair
+from onmt_posenc.experiments.running.store import file_digest, phrase_file, write_text_atomically
+
+
+class EvalSet(NamedTuple):
+    src: Path
+    tgt: Path  # what the model reads (teacher forcing)
+    ref: Path  # what BLEU compares with
+
+
+def _require_file(path):
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+
+
+def _copy_lines(pair, directory, name, join):
+    """The files of `pair` in `directory`, cut to their first `lines` and joined `join` per
+    line, within the documents of its document ids (copied, cut, where not joined)."""
+    copies, counts = {}, None
+    for side in ("src", "tgt", "ref", *(() if join else ("docids",))):
+        source = getattr(pair, side)
+        if source is None:
+            continue
+        _require_file(source)
+        whole = read_lines(source)
+        lines = whole[: pair.lines]
+        if join:
+            if side == "src":
+                interpolate.check_no_separator(lines, source, interpolate.DEFAULT_SEP)
+            documents = None
+            if pair.docids is not None:
+                _require_file(pair.docids)
+                documents = interpolate.read_docids(pair.docids, len(whole), source)[: len(lines)]
+            lines = interpolate.join_lines(lines, join, interpolate.DEFAULT_SEP, documents)
+        if not lines:
+            raise ValueError(f"evaluation set {name}: {source} has no lines")
+        if copies and len(lines) != counts:
+            raise ValueError(f"evaluation set {name}: {source} has {len(lines)} lines where {pair.src} has {counts}")
+        counts = len(lines)
+        copies[side] = directory / f"{name}.{side}"
+        write_text_atomically(copies[side], "".join(line + "\n" for line in lines))
+    return EvalSet(copies["src"], copies["tgt"], copies.get("ref", copies["tgt"]))
+
+
+def corpus_files(setting, directory):
+    """The training and validation files of a data setting where prepare_data puts or
+    finds them, without writing anything: {"train": (src, tgt), "valid": (src, tgt) or None,
+    "docids": {"train": path or None, "valid": path or None}}."""
+    directory = Path(directory)
+
+    def place(pair, name):
+        cut = setting.synthetic is not None or pair.lines
+        return (directory / f"{name}.src", directory / f"{name}.tgt") if cut else (pair.src, pair.tgt)
+
+    def documents(pair, name):
+        if pair is None or pair.docids is None:
+            return None
+        return directory / f"{name}.docids" if pair.lines else pair.docids
+
+    if setting.synthetic is not None:
+        return {"train": place(None, "train"), "valid": place(None, "valid"), "docids": {"train": None, "valid": None}}
+    return {"train": place(setting.train, "train"), "valid": place(setting.valid, "valid") if setting.valid else None,
+            "docids": {"train": documents(setting.train, "train"), "valid": documents(setting.valid, "valid")}}
+
+
+def prepare_data(setting, directory):
+    """The files of a data setting: {"train": (src, tgt), "valid": (src, tgt) or None,
+    "eval": {name: EvalSet}}.
+
+    Synthetic data is generated here (once: the same task writes the same files).
+    Evaluation sets are written into `directory`, cut to their `lines` and, in
+    an INTERPOLATE setting, joined N sentences per line. Training and validation
+    files are used in place unless cut: the runner's OpenNMT-py config applies
+    the data setting's transforms to them (see opennmt_config.corpora)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "eval").mkdir(exist_ok=True)
+    if setting.synthetic is not None:
+        marker = directory / "task.json"
+        wanted = json.dumps(setting.synthetic.__dict__, sort_keys=True)
+        if not marker.is_file() or marker.read_text(encoding="utf-8") != wanted:
+            synthetic.write_corpus(directory, setting.synthetic)
+            write_text_atomically(marker, wanted)
+
+        def generated(name):
+            return FilePair(directory / f"{name}.src", directory / f"{name}.tgt")
+
+        setting = dataclasses.replace(setting, train=generated("train"), valid=generated("valid"),
+                                      eval_sets={name: generated(name) for name in synthetic.EVAL_SETS})
+    for name, pair in (("train", setting.train), ("valid", setting.valid)):
+        if pair is not None and pair.lines:
+            _copy_lines(pair, directory, name, None)
+    files = corpus_files(setting, directory)
+    for path in [*(path for part in ("train", "valid") for path in files[part] or ()),
+                 *filter(None, files["docids"].values())]:
+        _require_file(path)
+    return {**files, "eval": {name: _copy_lines(pair, directory / "eval", name, setting.interpolate or pair.join)
+                              for name, pair in setting.eval_sets.items()}}
+
+
+def prepare_phrases(files, directory, say):
+    """The phrase file of a data setting's training target (`onmt-posenc chunk-ja`'s), made
+    once and made again when the target changes (its SHA-256 is kept beside it). The chunker
+    (MeCab and its dictionary) is imported only to make the file: a machine that is given the
+    made file, such as a GPU machine the batch's data was carried to, needs neither."""
+    target, phrases = files["train"][1], phrase_file(directory)
+    digest, stamp = file_digest(target), phrases.with_suffix(".sha256")
+    if phrases.is_file() and stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == digest:
+        return phrases
+    from onmt_posenc.data.chunk_japanese import chunk_file
+
+    say(f"target phrases of {target} for perSPE (chunk-ja)")
+    temporary = phrases.with_name(f".{phrases.name}.{os.getpid()}.tmp")
+    chunk_file(target, temporary)
+    os.replace(temporary, phrases)
+    write_text_atomically(stamp, digest + "\n")
+    return phrases
+
+
+def longest_training_source(directory):
+    """The longest source a run trained on, in tokens, from the training corpus that
+    `onmt_build_vocab -dump_samples` wrote as the transforms made it (after
+    EXTRAPOLATE's filter, INTERPOLATE's joining and any tokenization)."""
+    samples = sorted(Path(directory, "sample").glob("*.src"))
+    if not samples:
+        raise FileNotFoundError(f"no training samples in {Path(directory, 'sample')}; onmt_build_vocab writes "
+                                "them with -dump_samples")
+    return max(len(line.split()) for path in samples for line in read_lines(path))

@@ -1,0 +1,165 @@
+"""What a stored run record (result.json, failure.json) and a stored analysis must hold,
+and reading them: a broken file is found when it is read, not in every use."""
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+from onmt_posenc.experiments.running.store import FAILURE, INTERRUPTED, RESULT, read_json
+
+
+class Maybe(NamedTuple):
+    """In a FORM: a key that may be absent (`null` too where `null` is true)."""
+    form: object
+    null: bool = False
+
+
+class Each(NamedTuple):
+    """In a FORM: a JSON object with any keys, every value of this form."""
+    form: object
+
+
+NUMBER = (int, float)
+_NAMES = {str: "a string", int: "an integer", NUMBER: "a number", bool: "true or false", dict: "a JSON object",
+          list: "a list"}
+# What the report and the claims read of a stored file, to find a broken one when it is
+# read rather than in every use: a type, {key: form} (a JSON object with these keys),
+# [form] (a list of such), Each(form) or Maybe(form).
+RECORD = {  # result.json, failure.json or interrupted.json
+    "status": str, "error": Maybe(str), "log": Maybe(str, null=True),
+    "bleu": Maybe(Each(NUMBER)), "length_ratio": Maybe(Each(NUMBER)), "chrf": Maybe(Each(NUMBER)),
+    "bleu_details": Maybe(Each({"chrf": NUMBER, "brevity_penalty": NUMBER, "precisions": [NUMBER]})),
+    "joined": Maybe(Each({"lines": int, "sentences": int, "bleu": NUMBER, "separator_mismatches": int})),
+    "training_speed": Maybe({"tokens_per_second": NUMBER}, null=True),
+    "train_seconds": Maybe(NUMBER), "seconds": Maybe(NUMBER),
+    "machine": Maybe({"cpu": str, "cores": Maybe(int, null=True), "gpus": Maybe([str]), "torch": str}, null=True),
+    "device_sharing": Maybe({"other_trainings": Maybe(int, null=True), "load_average": Maybe(NUMBER, null=True),
+                             "cores": Maybe(int, null=True)}, null=True),
+    "curve": Maybe({"valid": Maybe([{"step": int, "ppl": NUMBER, "bleu": Maybe(NUMBER)}])}, null=True),
+    "convergence": Maybe({"converged": Maybe(bool, null=True), "why": str}, null=True),
+    "analyses": Maybe(Each(str)), "analysis_errors": Maybe(Each(str)), "config": Maybe(dict, null=True),
+    "step": Maybe(int, null=True), "command": Maybe(str),
+}
+FINISHED = {"bleu": Each(NUMBER), "bleu_signature": str, "config": dict}  # besides RECORD
+ANALYSIS_FORMS = {
+    "length_buckets": Each({"buckets": [str], "counts": [int], "max_train_length": Maybe(int, null=True),
+                            "bleu": [NUMBER], "length_ratio": [NUMBER]}),
+    "shift_invariance": {"offsets": [int], "matrix": [[NUMBER]], "mean_off_diagonal": NUMBER,
+                         "absolute_positions": bool},
+    "position_ablation": {"removed_from": [str], "encoder_cosine": NUMBER, "decoder_cosine": NUMBER,
+                          "perplexity_kept": NUMBER, "perplexity_removed": NUMBER,
+                          "conditions": Maybe(Each({"encoder_cosine": NUMBER, "decoder_cosine": NUMBER,
+                                                    "perplexity": NUMBER})),
+                          "yardsticks": Maybe({"random_mean": NUMBER, "random_std": NUMBER, "dim": int,
+                                               "encoder_other_token": NUMBER, "decoder_other_token": NUMBER})},
+    "token_nll": {"nll": [Maybe([NUMBER], null=True)], "frequency": Maybe([[int]])},
+    # {set: result}
+    "swapped": Each({"applicable": bool, "examples": int, "original": Maybe(NUMBER), "swapped": Maybe(NUMBER),
+                     "drop": Maybe(NUMBER), "wrong_separators": Maybe(NUMBER),
+                     "wrong_separators_swapped": Maybe(NUMBER), "why": Maybe(str),
+                     "aligned": Maybe({"original": NUMBER, "swapped": NUMBER, "drop": NUMBER})}),
+}
+
+
+def form_problem(value, form, where=""):
+    """Why `value` (read from JSON) does not have `form`, or None."""
+    if isinstance(form, Maybe):
+        return None if value is None and form.null else form_problem(value, form.form, where)
+    container = dict if isinstance(form, (dict, Each)) else list if isinstance(form, list) else form
+    if not isinstance(value, container):
+        return f"{where + ': ' if where else ''}must be {_NAMES[container]}, got {shown(value)}"
+    if isinstance(form, dict):
+        missing = [key for key, inner in form.items() if key not in value and not isinstance(inner, Maybe)]
+        if missing:
+            return f"{_inside(where, missing[0])}: missing"
+        inner = [(value[key], form[key], _inside(where, key)) for key in form if key in value]
+    elif isinstance(form, Each):
+        inner = [(item, form.form, _inside(where, key)) for key, item in value.items()]
+    elif isinstance(form, list):
+        inner = [(item, form[0], f"{where}[{i}]") for i, item in enumerate(value)]
+    else:
+        return None
+    return next(filter(None, (form_problem(*each) for each in inner)), None)
+
+
+def _inside(where, key):
+    return f"{where}.{key}" if where else f"{key}"
+
+
+def shown(value):
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:36] + " ..."
+
+
+def record_problem(record):
+    """Why a stored run record (result.json, failure.json) is of no use to the report, or None."""
+    problem = form_problem(record, RECORD)
+    if problem is None and record["status"] == "finished":
+        problem = form_problem(record, FINISHED)
+    if problem is not None:
+        return problem
+    if record["status"] not in ("finished", "failed", "interrupted"):
+        return f"status: must be finished, failed or interrupted, got {shown(record['status'])}"
+    unscored = set(record.get("joined") or {}) - set(record.get("bleu") or {})
+    if unscored:
+        return f"joined: names {sorted(unscored)}, which bleu does not"
+    if record.get("training_speed") and "train_seconds" not in record:
+        return "train_seconds: missing (training_speed needs it)"
+    if (record.get("curve") or {}).get("valid") and not record.get("convergence"):
+        return "convergence: missing (curve.valid needs it)"
+    return None
+
+
+def analysis_problem(name, stored):
+    """Why a stored analysis is of no use to the report, or None."""
+    problem = form_problem(stored, ANALYSIS_FORMS[name])
+    if problem is not None:
+        return problem
+    if name == "swapped":
+        for where, result in stored.items():
+            needed = ("original", "swapped", "drop") if result["applicable"] else ("why",)
+            missing = [key for key in needed if result.get(key) is None]
+            if missing:
+                return f"{where}.{missing[0]}: missing"
+    if name == "length_buckets":
+        for where, result in stored.items():
+            if any(len(result[key]) != len(result["buckets"]) for key in ("counts", "bleu", "length_ratio")):
+                return f"{where}: counts, bleu and length_ratio must have one value per bucket"
+    if name == "shift_invariance":
+        size = len(stored["offsets"])
+        if not size or len(stored["matrix"]) != size or any(len(row) != size for row in stored["matrix"]):
+            return "matrix: must have one row and one column per offset"
+    return None
+
+
+def read_stored(path, analysis=None):
+    """A stored result (result.json, failure.json, an analysis): its value, or None and
+    why it cannot be read (a write cut short, an edit gone wrong) or used. A run record
+    (by its file name) is checked against RECORD, the analysis `analysis` against its
+    ANALYSIS_FORMS form, so that one broken file leaves its run, or its analysis, out
+    instead of stopping the report (or the runner) in the middle."""
+    try:
+        value = read_json(path)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        return None, f"{path} cannot be read ({type(error).__name__}: {error})"
+    if Path(path).name in (RESULT, FAILURE, INTERRUPTED):
+        problem = record_problem(value)
+    else:
+        problem = analysis_problem(analysis, value) if analysis in ANALYSIS_FORMS else None
+    if problem is not None:
+        return None, f"{path} cannot be used ({problem})"
+    return value, None
+
+
+def read_analysis(record, name):
+    """An analysis a run stored, as the report read it from the run's folder into the
+    record's `analysis_results` (grid_records.collect), which results.json keeps."""
+    return record["analysis_results"][name]
+
+
+def where_its_log_is(record, text, markdown=False):
+    """" (log: LOG)" for a record whose log `text` (its error, or a note on it) does not
+    name already; "" otherwise. `markdown`: the path as code."""
+    log = record.get("log")
+    if not log or str(log) in text:
+        return ""
+    return f" (log: `{log}`)" if markdown else f" (log: {log})"
