@@ -86,6 +86,8 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
 
     def record(method, seed, bleu, convergence=converged):
         config = {"shape_max_shift": 40} if method == "shape" else {}
+        if method == "rpe":
+            config = {"position_encoding": False, "max_relative_positions": 16}
         return {"id": f"small/{method}/seed{seed}", "status": "finished", "data": "small", "method": method,
                 "label": method, "seed": seed, "bleu": {"test": bleu, "valid": bleu}, "config": config,
                 "convergence": convergence}
@@ -98,13 +100,19 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
     shape = [record("shape", s, b) for s, b in ((1, 30.5), (2, 31.5), (3, 32.5))]
     result = row(ape + shape)
     assert result["held"] == "yes" and "SHAPE 31.50 ± 1.00 (3 seeds) vs APE 30.00 ± 1.00 (3 seeds) (+1.50" in result["measured"]
-    assert "the same if within ±1.63, 2 standard errors of the seeds' spread" in result["measured"]
+    assert "the same if within ±1.63, 2 standard errors of the difference from the seeds' spread" in result["measured"]
     # the same difference with seeds that agree closely is a real difference
     tight = [record("ape", s, b) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))]
     assert row(tight + [record("shape", s, b + 1.5) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))])["held"] == "no"
-    # one seed each: within 1 BLEU
-    assert row([ape[1], record("shape", 1, 30.9)])["held"] == "yes"
-    assert row([ape[1], record("shape", 1, 31.1)])["held"] == "no"
+    # one seed each, and no method of the batch with seeds: no fixed tolerance, no verdict
+    alone = row([ape[1], record("shape", 1, 30.9)])
+    assert alone["held"] == "not measured" and "cannot be judged" in alone["measured"], alone
+    # one seed each beside a method with seeds (RPE 31 ± 1.5, 3 seeds): 2 standard errors of a
+    # one-against-one difference from that spread, 2 * 1.5 * sqrt(2) = 4.24
+    rpe = [record("rpe", s, b) for s, b in ((1, 29.5), (2, 31.0), (3, 32.5))]
+    near = row([ape[1], record("shape", 1, 34.0)] + rpe)
+    assert near["held"] == "yes" and "within ±4.24" in near["measured"] and "RPE's 3 seeds" in near["measured"], near
+    assert row([ape[1], record("shape", 1, 34.5)] + rpe)["held"] == "no"
     # a model that has not converged: no verdict, and the reason
     late = record("shape", 1, 30.2, {"converged": False, "why": "valid ppl 5.00 -> 4.50 (-10.0%)"})
     result = row([ape[1], late])
@@ -134,7 +142,9 @@ def test_k_is_chosen_on_valid_bleu_and_not_without_it(tmp_path):
               record("shape-K40", {"valid": 31.0, "test": 31.0})]
     batch = claims.Batch(loaded, scored)
     assert batch.choices[("small", "SHAPE")] == "shape-K40 chosen on valid BLEU (shape-K10 25.00, shape-K40 31.00)"
-    assert claims.vanilla_bleu(batch, "SHAPE", "paper")["held"] == "yes" and not batch.unchosen
+    judged = claims.vanilla_bleu(batch, "SHAPE", "paper")  # K = 40's 31.00 against APE's 30.00, one seed each
+    assert "shape-K40 chosen on valid BLEU" in judged["measured"] and "SHAPE 31.00 vs APE 30.00" in judged["measured"]
+    assert "cannot be judged" in judged["measured"] and not batch.unchosen
 
     test_only = [{**r, "bleu": {"test": r["bleu"]["test"]}} for r in scored]
     batch = claims.Batch(loaded, test_only)
@@ -152,11 +162,11 @@ def test_shift_invariance_claim_only_on_converged_models(tmp_path):
 
     loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "K": [10], "data": ["small"]}))
 
-    def record(method, similarity, converged=True):
+    def record(method, similarity, converged=True, seed=1):
         shift = {"offsets": [0, 5], "matrix": [[1.0, similarity], [similarity, 1.0]],
                  "mean_off_diagonal": similarity, "absolute_positions": True}
-        return {"id": f"small/{method}/seed1", "status": "finished", "data": "small", "method": method,
-                "label": "shape-K10" if method == "shape" else method, "seed": 1, "bleu": {"valid": 1.0},
+        return {"id": f"small/{method}/seed{seed}", "status": "finished", "data": "small", "method": method,
+                "label": "shape-K10" if method == "shape" else method, "seed": seed, "bleu": {"valid": 1.0},
                 "config": {"shape_max_shift": 10} if method == "shape" else {},
                 "convergence": {"converged": converged, "why": "valid ppl 5.00 -> 4.50 (-10.0%)"},
                 "analyses": {"shift_invariance": "analyses/shift_invariance.json"},
@@ -165,9 +175,18 @@ def test_shift_invariance_claim_only_on_converged_models(tmp_path):
     def judged(*records):
         return claims.shift_invariance(claims.Batch(loaded, list(records)), "paper")
 
-    assert judged(record("ape", 0.45), record("shape", 0.95))["held"] == "yes"
-    assert judged(record("ape", 0.45), record("shape", 0.85))["held"] == "no"
-    late = judged(record("ape", 0.45), record("shape", 0.95, converged=False))
+    def ape(*similarities):
+        return [record("ape", value, seed=seed) for seed, value in enumerate(similarities, 1)]
+
+    # APE 0.93 ± 0.02 over 3 seeds: 2 standard errors of SHAPE's one seed against them,
+    # 2 * 0.02 * sqrt(1 + 1/3) = 0.046
+    assert judged(*ape(0.91, 0.93, 0.95), record("shape", 0.98))["held"] == "yes"
+    close = judged(*ape(0.91, 0.93, 0.95), record("shape", 0.97))  # above 0.9, but within APE's spread
+    assert close["held"] == "no" and "within ±0.046" in close["measured"], close
+    assert judged(*ape(0.45, 0.46, 0.44), record("shape", 0.85))["held"] == "no"
+    # one APE seed: its spread unknown, no verdict
+    assert judged(record("ape", 0.45), record("shape", 0.95))["held"] == "not measured"
+    late = judged(*ape(0.45, 0.46, 0.44), record("shape", 0.95, converged=False))
     assert late["held"] == "not measured" and "not converged: small/shape/seed1" in late["measured"]
 
 

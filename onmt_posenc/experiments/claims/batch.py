@@ -10,6 +10,11 @@ lowest seed is used, as the paper chose K on its dev set; without that BLEU for 
 label, none is (Batch.unchosen) and the role is not in the batch. A claim is "not measured"
 where the batch cannot say: it lacks what the claim needs, or a model the claim rests
 on has not converged (curves.RULE).
+
+"About the same", "better" and "worse" are judged within SPREAD_FACTOR standard errors of the
+difference of two means, from the seeds' spread: the two methods' own where either has
+several seeds, else the spread of the methods of the batch that have (a one-run comparison);
+where no method of the batch has seeds, the claim cannot be judged and is not measured.
 """
 import math
 import statistics
@@ -19,9 +24,7 @@ from onmt_posenc.model.attention import attention_scheme
 from onmt_posenc.model.positions import POSITION_ENCODINGS, side_schemes
 from onmt_posenc.experiments.running.records import read_analysis
 
-# How close "about the same" is with one seed: BLEU points; with several seeds it is
-# SPREAD_FACTOR standard errors of the difference (from the seeds' spread).
-SAME_BLEU = 1.0
+# How close "about the same" is: SPREAD_FACTOR standard errors of the difference (from the seeds' spread).
 SPREAD_FACTOR = 2.0
 
 
@@ -114,12 +117,22 @@ class Batch:
             return None
         return read_analysis(record, name)
 
+    def analyses(self, data, role, name):
+        """(record, its analysis `name`) of each of the role's seeds that has it."""
+        return [(record, read_analysis(record, name)) for record in self.runs.get((data, role), [])
+                if name in record.get("analyses", {})]
+
     def where(self, data, *roles):
         choices = [self.choices[(data, role)] for role in roles if (data, role) in self.choices]
         return f"{data} ({self.experiment.data[data].kind}" + "".join(f"; {c}" for c in choices) + ")"
 
     def bleu(self, data, role, eval_set):
         return [r["bleu"][eval_set] for r in self.runs.get((data, role), []) if eval_set in r["bleu"]]
+
+    def seeded(self, data, eval_set):
+        """{role: its seeds' BLEU} of the roles in `data` with several seeds: the batch's seed spread."""
+        scores = {role: self.bleu(data, role, eval_set) for d, role in self.runs if d == data}
+        return {role: values for role, values in scores.items() if len(values) > 1}
 
 
 def mean_cell(values, digits=2, seeds=False):
@@ -133,17 +146,28 @@ def mean_cell(values, digits=2, seeds=False):
     return f"{cell} ({len(values)} seeds)" if seeds else cell
 
 
-def same_bleu_tolerance(a, b):
-    """How far apart two methods' mean BLEU may be and still be "about the same": with
-    seeds, SPREAD_FACTOR standard errors of the difference of means (the seeds' pooled
-    variance); with one seed each, SAME_BLEU. Returns (tolerance, how it was set)."""
-    spread = [values for values in (a, b) if len(values) > 1]
-    if not spread:
-        return SAME_BLEU, f"the same if within ±{SAME_BLEU:g} BLEU (one seed each)"
-    pooled = sum(statistics.variance(v) * (len(v) - 1) for v in spread) / sum(len(v) - 1 for v in spread)
-    error = math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
-    return SPREAD_FACTOR * error, (f"the same if within ±{SPREAD_FACTOR * error:.2f}, {SPREAD_FACTOR:g} "
-                                   "standard errors of the seeds' spread")
+def pooled_variance(samples):
+    """The pooled variance of several samples (each of two values or more)."""
+    return sum(statistics.variance(v) * (len(v) - 1) for v in samples) / sum(len(v) - 1 for v in samples)
+
+
+def difference_tolerance(a, b, batch_seeds, digits=2):
+    """How far apart two sets of values' means may be and still be "about the same":
+    SPREAD_FACTOR standard errors of the difference of means, from the pooled variance of
+    a's and b's seeds where either has several, else of `batch_seeds` ({name: values}, the
+    batch's methods with seeds). Returns (tolerance, the rule in words); tolerance None where
+    nothing has seeds: the comparison cannot be judged."""
+    own = [values for values in (a, b) if len(values) > 1]
+    if own:
+        variance, source = pooled_variance(own), "the seeds' spread"
+    elif batch_seeds:
+        variance = pooled_variance(list(batch_seeds.values()))
+        source = "the batch's seed spread (" + ", ".join(f"{name}'s {len(v)} seeds" for name, v in batch_seeds.items()) + ")"
+    else:
+        return None, "cannot be judged: one run each, and no method of the batch has several seeds"
+    error = math.sqrt(variance * (1 / len(a) + 1 / len(b)))
+    return SPREAD_FACTOR * error, (f"the same if within ±{SPREAD_FACTOR * error:.{digits}f}, {SPREAD_FACTOR:g} standard "
+                                   f"errors of the difference from {source}")
 
 
 class Comparison(NamedTuple):
@@ -152,7 +176,7 @@ class Comparison(NamedTuple):
     eval_set: str
     one: list  # the role's BLEU, a score a seed
     other: list  # the other role's
-    tolerance: float  # same_bleu_tolerance's
+    tolerance: float  # difference_tolerance's; None: the comparison cannot be judged
     rule: str
 
     @property
@@ -178,7 +202,7 @@ def vanilla_comparison(batch, role, against):
     for data in batch.of_kind("VANILLA"):
         one, other = batch.bleu(data, role, eval_set), batch.bleu(data, against, eval_set)
         if one and other:
-            tolerance, rule = same_bleu_tolerance(one, other)
+            tolerance, rule = difference_tolerance(one, other, batch.seeded(data, eval_set))
             return Comparison(data, eval_set, one, other, tolerance, rule)
     return None
 

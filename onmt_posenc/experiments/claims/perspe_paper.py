@@ -10,30 +10,33 @@ COLLAPSE = 0.75
 
 def compare(batch, claim, paper, role, against, judge):
     """`role` against `against` on the test set of the first VANILLA setting with both:
-    judge (a batch.Comparison) says if the claim held."""
+    judge (a batch.Comparison) says if the claim held, None where it cannot be judged."""
     found = vanilla_comparison(batch, role, against)
     if found is None:
         return missing(claim, paper, f"a VANILLA data setting with {role} and {against}")
+    rule = f"a collapse is at most {COLLAPSE:.0%} of {against}'s" if judge is collapses else found.rule
     measured = (f"{batch.where(found.data, role, against)}, {found.eval_set}: {role} {mean_cell(found.one, seeds=True)} vs "
-                f"{against} {mean_cell(found.other, seeds=True)} ({found.difference:+.2f}; {found.rule})")
+                f"{against} {mean_cell(found.other, seeds=True)} ({found.difference:+.2f}; {rule})")
+    held = judge(found)
     return (unconverged(claim, paper, measured, batch.runs[(found.data, role)] + batch.runs[(found.data, against)])
-            or row(claim, paper, measured, judge(found)))
+            or row(claim, paper, measured, "not measured" if held is None else held))
 
 
+# Each judge: True or False, None where the comparison cannot be judged (no seed spread)
 def better(found):
-    return found.difference > found.tolerance
+    return None if found.tolerance is None else found.difference > found.tolerance
 
 
 def worse(found):
-    return found.difference < -found.tolerance
+    return None if found.tolerance is None else found.difference < -found.tolerance
 
 
 def same(found):
-    return abs(found.difference) <= found.tolerance
+    return None if found.tolerance is None else abs(found.difference) <= found.tolerance
 
 
 def not_worse(found):
-    return found.difference >= -found.tolerance
+    return None if found.tolerance is None else found.difference >= -found.tolerance
 
 
 def collapses(found):
