@@ -93,6 +93,13 @@ def initialize(model):
             module.reset_parameters()
 
 
+def kernel_chosen(opt):
+    """Do the options leave the fused Triton kernel on? (attention_kernel, unset in checkpoints
+    made before it: on; full_context_alignment's decoder pass without the future mask: off,
+    the kernel's decoder masks the future)"""
+    return getattr(opt, "attention_kernel", "triton") == "triton" and not getattr(opt, "full_context_alignment", False)
+
+
 def _unsupported(layer, attention, opt):
     """Why this layer's self-attention stays OpenNMT-py's (None: ours applies)."""
     if attention.num_kv > 0:
@@ -106,10 +113,12 @@ def _unsupported(layer, attention, opt):
     return None
 
 
-def replacement_for(stock, self_attn_type, method=None, values=None, positions=True):
+def replacement_for(stock, self_attn_type, method=None, values=None, positions=True, kernel=True):
     """Our attention for one stock module, reusing its parameters
     (`method`, `values`: the relative_attention and relative_values options;
-    `positions` False: this side has none in its attention, see relative_positions_side)."""
+    `positions` False: this side has none in its attention, see relative_positions_side;
+    `kernel`: the attention_kernel option is 'triton', for the fused Triton kernel wherever it
+    runs, unless self_attn_type asks for the plain path)."""
     settings = dict(
         head_count=stock.head_count,
         model_dim=stock.linear_query.in_features,
@@ -126,6 +135,7 @@ def replacement_for(stock, self_attn_type, method=None, values=None, positions=T
         else:  # this side's attention takes no positions (absolute positions, or none)
             variant = ATTENTIONS[attention_scheme(0, 0, None)]
         attention = variant.from_stock(stock, settings, fused, values)
+    attention.kernel = kernel and fused
     for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
         setattr(attention, name, getattr(stock, name))
     return attention
@@ -152,7 +162,8 @@ def install(model, opt):
         reason = _unsupported(layer, stock, opt)
         if reason is None:
             side = "tgt" if isinstance(layer, TransformerDecoderLayer) else "src"
-            layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values, side in sides)
+            layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values, side in sides,
+                                              kernel=kernel_chosen(opt))
             installed.add(type(layer.self_attn).__name__)
         elif needs_ours:
             raise ValueError(f"relative_attention {method}, relative_values {values}, relative_positions_side "

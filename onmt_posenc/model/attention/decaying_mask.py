@@ -80,6 +80,17 @@ class DecayingMaskAttention(SelfAttention):
         dropped, attn = self.attention_weights(scores, mask)
         return (dropped * decay) @ v, attn * decay
 
+    def kernel_terms(self, q, key_len, terms):
+        """The ramp of `ramp`, computed per pair in the kernel: causal in a decoder, else over
+        each sentence's length."""
+        terms.ramp, terms.farthest_weight = (1 if self.is_decoder else 2), FARTHEST
+        if not self.is_decoder:
+            lengths = torch.full((q.size(0),), key_len, device=q.device)
+            if terms.key_padding is not None:
+                lengths = lengths - terms.key_padding.sum(-1)
+            terms.lengths = lengths.int()
+        return None, None
+
     @classmethod
     def from_stock(cls, stock, settings, fused, values):
         return cls(**settings)

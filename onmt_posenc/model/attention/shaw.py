@@ -149,6 +149,15 @@ class ShawRelativeAttention(SelfAttention):
             return dropped @ v, attn
         return ShawContext.apply(dropped, v, r_v, bucket), attn
 
+    def kernel_terms(self, q, key_len, terms):
+        """The key term as T = Q R_K^T read at clip(j - i) + K, the value term as R_V."""
+        r_k, r_v = self.tables()
+        far = self.max_relative_positions
+        distances = torch.arange(1 - key_len, q.size(2), device=q.device)
+        terms.bucket = (distances.clamp(-far, far) + far).int()
+        terms.table_per_query = True
+        return q @ r_k.T.to(q.dtype), r_v
+
     @classmethod
     def from_stock(cls, stock, settings, fused, values):
         values = values or "shared"
