@@ -187,3 +187,37 @@ def test_low_precision(method, side, dtype):
     assert actual[0].dtype == dtype
     expected = run(module.float(), x.float(), mask, kernel=False)
     assert_same(expected, actual, rounding=dtype)
+
+
+@pytest.mark.parametrize("extra, kernel", [
+    ([], True),
+    (["-attention_kernel", "pytorch"], False),
+    (["-self_attn_type", "scaled-dot"], False),
+])
+@pytest.mark.parametrize("method", [["-position_encoding"], ["-max_relative_positions", "8"],
+                                    ["-relative_attention", "decay"]])
+def test_attention_kernel_option(method, extra, kernel):
+    """onmt_train's options choose the kernel for every self-attention of a model: on by
+    default (where it runs), off with attention_kernel pytorch and with self_attn_type
+    scaled-dot (OpenNMT-py's plain path, the comparison)."""
+    import pyonmttok
+    from onmt import model_builder
+    from onmt.bin.train import _get_parser
+    from onmt.constants import DefaultTokens
+    from onmt.utils.parse import ArgumentParser
+
+    from onmt_posenc.model.attention.self_attention import SelfAttention
+
+    opt, _ = _get_parser().parse_known_args(
+        ["-data", "{}", "-src_vocab", "unused", "-encoder_type", "transformer", "-decoder_type", "transformer",
+         "-layers", "1", "-heads", "2", "-hidden_size", "32", "-word_vec_size", "32", "-transformer_ff", "64",
+         *method, *extra])
+    ArgumentParser.update_model_opts(opt)
+    ArgumentParser.validate_model_opts(opt)
+    specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
+    vocab = pyonmttok.build_vocab_from_tokens(["a", "b"], special_tokens=specials)
+    model = model_builder.build_base_model(opt, {"src": vocab, "tgt": vocab, "data_task": "seq2seq",
+                                                 "decoder_start_token": DefaultTokens.BOS})
+    attentions = [module for module in model.modules() if isinstance(module, SelfAttention)]
+    assert len(attentions) == 2
+    assert all(module.kernel is kernel for module in attentions)

@@ -15,6 +15,7 @@ without Triton are unaffected. The kernels run on CUDA, and on the CPU under Tri
 interpreter (TRITON_INTERPRET=1, set before Triton is first imported), as the parity tests
 run them.
 """
+import functools
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -32,13 +33,18 @@ def interpreted():
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+@functools.lru_cache(maxsize=None)
+def triton_installed():
+    return importlib.util.find_spec("triton") is not None
+
+
 def usable(q):
     """Can the kernels compute attention for these scaled queries (batch, heads, Lq, d)?"""
     return (
         q.size(-1) in HEAD_SIZES
         and q.dtype in DTYPES
         and (q.device.type == "cuda" or (q.device.type == "cpu" and interpreted()))
-        and importlib.util.find_spec("triton") is not None
+        and triton_installed()
     )
 
 

@@ -32,6 +32,10 @@ class FusedAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, table, values, terms):
+        # the kernels step through the head dimension and the buckets one element at a time
+        q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+        if table is not None and table.stride(-1) != 1:
+            table = table.contiguous()
         batch, heads, query_len, dim = q.shape
         key_len = k.size(2)
         block_m, block_n = BLOCKS[q.device.type]
