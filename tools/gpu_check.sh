@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 46's whole GPU check in one device call (about 9.5 minutes on an H100), results under
-# $OUT. Here first: bash tools/gpu_check_wheels.sh (wheels of what the GPU image lacks, .whl/);
+# Issue 46's whole GPU check in one device call (its steps' time limits add up to 9.7 minutes),
+# results under $OUT. Here first: bash tools/gpu_check_wheels.sh (wheels of what the GPU image lacks, .whl/);
 # then one call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=600).
 #   versions.txt    card, driver, torch, Triton
 #   parity.txt      tests/model/test_fused_kernel.py compiled on the GPU (bfloat16 included)
@@ -11,6 +11,8 @@
 #                   accum_count 2 (the same tokens per update): SHAPE + concat_pairs within
 #                   documents, and Shaw on the fused kernel
 # Each step has its own time limit and writes as it goes: a step cut off loses only itself.
+# The parity tests (8 at a time: most of their time is compiling the kernels' variants) and
+# the rank runs (not timed) go first, side by side; then the timed benchmarks, one at a time.
 set -u
 OUT=${OUT:-gpu_check_out}
 mkdir -p "$OUT"
@@ -27,16 +29,8 @@ cp onmt_posenc_startup.pth "$site/"
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
   git log -1 --format='commit %H %s' 2>/dev/null; } >>"$OUT/versions.txt" 2>&1
 
-step layer
-timeout 130 python3 tools/benchmark_attention.py --parts layer --repeats 5 >"$OUT/layer.txt" 2>&1
-step model
-timeout 150 python3 tools/benchmark_attention.py --parts model --repeats 5 >"$OUT/model.txt" 2>&1
-step train
-timeout 110 python3 tools/benchmark_attention.py --parts train --train-steps 16 --train-report 4 \
-    >"$OUT/train.txt" 2>&1
-
 step "parity and ranks"
-ONMT_POSENC_KERNEL_TEST_DEVICE=cuda timeout 170 python3 -m pytest -q -p no:cacheprovider \
+ONMT_POSENC_KERNEL_TEST_DEVICE=cuda timeout 110 python3 -m pytest -q -p no:cacheprovider -n 8 \
     tests/model/test_fused_kernel.py >"$OUT/parity.txt" 2>&1 &
 parity=$!
 
@@ -51,7 +45,7 @@ common="{src_vocab: $data/vocab.en, tgt_vocab: $data/vocab.ja, save_data: $data/
   encoder_type: transformer, decoder_type: transformer, layers: 2, heads: 4, hidden_size: 256,
   word_vec_size: 256, transformer_ff: 1024, dropout: [0.1], attention_dropout: [0.1],
   batch_type: tokens, batch_size: 2048, bucket_size: 2048, num_workers: 0, optim: adam,
-  learning_rate: 0.001, train_steps: 60, report_every: 10, valid_steps: 1000000,
+  learning_rate: 0.001, train_steps: 30, report_every: 10, valid_steps: 1000000,
   save_checkpoint_steps: 1000000, seed: 1, model_dtype: fp16}"
 cat >"$data/shape.yaml" <<YAML
 data: {kftt: {path_src: $data/train.en, path_tgt: $data/train.ja, path_docids: $data/train.docid,
@@ -78,14 +72,22 @@ yaml.safe_dump(config, open(path, "w"))
 PY
     onmt_build_vocab -config "$data/$method.yaml" -n_sample -1 2>&1 | grep -iE "error|Counters"
     echo "### $method, one rank, accum_count 2"
-    timeout 80 onmt_train -config "$data/$method.yaml" -world_size 1 -gpu_ranks 0 -accum_count 2 2>&1 \
+    timeout 35 onmt_train -config "$data/$method.yaml" -world_size 1 -gpu_ranks 0 -accum_count 2 2>&1 \
         | grep -E "Step|Error|error|onmt-posenc self-attention"
     echo "### $method, two ranks on the one GPU (world_size 2, gpu_ranks 0 1, gloo)"
-    timeout 100 python3 tools/two_ranks_one_gpu.py -config "$data/$method.yaml" 2>&1 \
+    timeout 40 python3 tools/two_ranks_one_gpu.py -config "$data/$method.yaml" 2>&1 \
         | grep -E "Step|Error|error|rank|onmt-posenc self-attention"
   done
   echo "### stock onmt_train, gpu_ranks 0 0 on one GPU"
-  timeout 40 onmt_train -config "$data/shaw.yaml" -world_size 2 -gpu_ranks 0 0 -gpu_backend gloo 2>&1 | tail -3
+  timeout 20 onmt_train -config "$data/shaw.yaml" -world_size 2 -gpu_ranks 0 0 -gpu_backend gloo 2>&1 | tail -3
 } >"$OUT/ranks.txt" 2>&1
 wait "$parity"
+step layer
+timeout 130 python3 tools/benchmark_attention.py --parts layer --repeats 5 >"$OUT/layer.txt" 2>&1
+step model
+timeout 140 python3 tools/benchmark_attention.py --parts model --repeats 5 >"$OUT/model.txt" 2>&1
+step train
+timeout 120 python3 tools/benchmark_attention.py --parts train --train-steps 16 --train-report 4 \
+    >"$OUT/train.txt" 2>&1
+
 step done

@@ -6,7 +6,8 @@ import triton.language as tl
 
 # A logit that vanishes in the softmax and stays finite: a fully masked row averages,
 # as `self_attention.masked_value` makes the reference path do, instead of giving NaN.
-MASKED = -1.0e30
+# (A kernel reads a global only as a tl.constexpr.)
+MASKED = tl.constexpr(-1.0e30)
 
 
 @triton.jit
@@ -77,12 +78,12 @@ def tile_factor(b, bh, rows, cols, Lq, Lk, LENGTHS, seed, dropout_p, farthest_we
 def add_bucket_sums(acc, x, bucket, NB_PAD: tl.constexpr):
     """acc[i, c] += sum of x[i, j] over the pairs j whose bucket is c, for a tile x
     (M, N) and acc (M, NB_PAD). A tile of one bucket (past Shaw's clipping distance, or
-    in one T5 bucket) is a row sum; otherwise each bucket is compared with every pair."""
+    in one T5 bucket) is a row sum; otherwise one masked row sum per bucket the tile
+    holds (a loop, not an (M, N, NB_PAD) comparison: fewer registers, faster to compile)."""
     slots = tl.arange(0, NB_PAD)
     first = tl.min(tl.min(bucket, axis=1), axis=0)
-    if first == tl.max(tl.max(bucket, axis=1), axis=0):
-        acc += tl.where(slots[None, :] == first, tl.sum(x, axis=1)[:, None], 0.0)
-    else:
-        hit = bucket[:, :, None] == slots[None, None, :]
-        acc += tl.sum(tl.where(hit, x[:, :, None], 0.0), axis=1)
+    last = tl.max(tl.max(bucket, axis=1), axis=0)
+    for c in range(first, last + 1):
+        sums = tl.sum(tl.where(bucket == c, x, 0.0), axis=1)
+        acc += tl.where(slots[None, :] == c, sums[:, None], 0.0)
     return acc
