@@ -221,3 +221,45 @@ def test_attention_kernel_option(method, extra, kernel):
     attentions = [module for module in model.modules() if isinstance(module, SelfAttention)]
     assert len(attentions) == 2
     assert all(module.kernel is kernel for module in attentions)
+
+
+# The kernels compiled for an H100 (sm_90) by Triton's own compiler, which needs no GPU: what
+# the interpreter lets through and a compiled kernel does not (a global read in a kernel, a
+# type that changes in a loop) fails here. Run without the interpreter, in its own process.
+COMPILE_FOR_SM90 = """
+import sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from onmt_posenc.model.attention.fused_kernel.backward import attention_backward_keys, attention_backward_queries
+from onmt_posenc.model.attention.fused_kernel.forward import attention_forward
+
+dtype, precision = sys.argv[1], (None if sys.argv[1] != "fp32" else "ieee")
+pointers = dict(LSE="fp32", W="fp32", G="fp32", DELTA="fp32", DTABLE="fp32", SLOPES="fp32", BUCKET="i32", PAD="u8",
+                LENGTHS="i32")
+constants = dict(D=64, BLOCK_M=64, BLOCK_N=32, CAUSAL=True, HAS_TABLE=True, ALIBI=True, HAS_PAD=True, RAMP=2,
+                 DROPOUT=True, VALUES=True, NB_PAD=64, ROW_TABLE=True, PRECISION=precision)
+for kernel in (attention_forward, attention_backward_keys, attention_backward_queries):
+    names = kernel.arg_names
+    # pointers are named in capitals (H, the head count, is not one)
+    signature = {name: "constexpr" if name in constants else "*" + pointers.get(name, dtype)
+                 if name.isupper() and name != "H" else "fp32" if name in ("dropout_p", "farthest_weight") else "i32"
+                 for name in names}
+    source = ASTSource(fn=kernel, signature=signature,
+                       constexprs={(names.index(name),): value for name, value in constants.items() if name in names})
+    print(kernel.__name__, "cubin" in triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm)
+"""
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+def test_kernels_compile_for_a_gpu(dtype, tmp_path):
+    """Every kernel with every term on (the decaying mask's ramp with a table and ALiBi too:
+    the compiler sees each branch) compiles to an sm_90 cubin."""
+    import subprocess
+
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1")
+    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_SM90, dtype], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["attention_forward", "True", "attention_backward_keys", "True",
+                                   "attention_backward_queries", "True"]
