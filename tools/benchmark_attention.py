@@ -74,7 +74,7 @@ def on_path(module, path):
     """`module` set to attend on `path`; None for a built-in layer on the Triton path
     (OpenNMT-py's layers do not take the kernel)."""
     if isinstance(module, SelfAttention):
-        module.kernel = path == "triton"
+        module.kernel = path == "triton" and module.kernel_covers()
     elif path == "triton":
         return None
     return module

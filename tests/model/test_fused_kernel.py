@@ -263,3 +263,18 @@ def test_kernels_compile_for_a_gpu(dtype, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["attention_forward", "True", "attention_backward_keys", "True",
                                    "attention_backward_queries", "True"]
+
+
+def test_a_variant_that_does_not_describe_its_term_keeps_its_pytorch_paths():
+    """Every registered variant describes its term to the kernel (or has none); one added with
+    its own relative_logits and no kernel_terms is not put on the kernel, which would drop
+    its term."""
+    from onmt_posenc.model.attention import ATTENTIONS
+    from onmt_posenc.model.attention.self_attention import SelfAttention
+
+    class Window(SelfAttention):
+        def relative_logits(self, q, key_len):
+            return torch.zeros(q.size(2), key_len)
+
+    assert all(variant.kernel_covers() for variant in ATTENTIONS.values())
+    assert not Window.kernel_covers()

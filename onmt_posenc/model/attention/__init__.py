@@ -19,6 +19,10 @@ convention, and change only how the attention is computed:
   ALiBi (-2) and T5 buckets (`relative_positions_buckets`), computed as
   OpenNMT-py computes them, with SDPA.
 
+On CUDA every variant here runs on one fused Triton kernel (`fused_kernel/`: online
+softmax, masks, dropout and the variant's relative term in one pass, each variant saying its
+term in `kernel_terms`) unless the attention_kernel option is 'pytorch'.
+
 OpenNMT-py's options choose its own schemes (each variant's `chosen_by_onmt`,
 `implied_by_onmt`); every variant with a `summary` is a choice of our
 `relative_attention` option (with `max_relative_positions` > 0, or 0 for the
@@ -135,7 +139,7 @@ def replacement_for(stock, self_attn_type, method=None, values=None, positions=T
         else:  # this side's attention takes no positions (absolute positions, or none)
             variant = ATTENTIONS[attention_scheme(0, 0, None)]
         attention = variant.from_stock(stock, settings, fused, values)
-    attention.kernel = kernel and fused
+    attention.kernel = kernel and fused and variant.kernel_covers()
     for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
         setattr(attention, name, getattr(stock, name))
     return attention

@@ -42,7 +42,8 @@ class DecayingMaskAttention(SelfAttention):
     [1, 1, 1, 0, 0] becomes [0.1, 0.55, 1, 0, 0]"); the weights then sum to less than
     one by an amount that depends on where the query stands, which is how the
     slides' hypothesis says the ramp can carry position (through the output's norm).
-    The ramp needs the weights: always the plain path."""
+    On the PyTorch paths the ramp needs the weights: always the plain path (the fused
+    kernel, on CUDA, applies it in the tile: `kernel_terms`)."""
 
     summary = ("no positions (max_relative_positions 0): the attention weights multiplied by a ramp from 1 at "
                "the query's own token down to 0.1 at the farthest token it sees (seed 003's decaying mask)")

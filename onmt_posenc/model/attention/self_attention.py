@@ -195,6 +195,16 @@ class SelfAttention(MultiHeadedAttention):
         table, values = self.kernel_terms(q, k.size(2), terms)
         return fused_kernel.attention(q, k, v, terms, table, values)
 
+    @classmethod
+    def kernel_covers(cls):
+        """Does the fused kernel compute this variant? Where the variant says its term
+        (`kernel_terms`), or adds none (neither `relative_logits` nor `attend` overridden:
+        absolute positions, rotary). A variant added without `kernel_terms` keeps its PyTorch
+        paths, rather than losing its term on the kernel."""
+        base = SelfAttention
+        return cls.kernel_terms is not base.kernel_terms or (
+            cls.relative_logits is base.relative_logits and cls.attend is base.attend)
+
     def kernel_terms(self, q, key_len, terms):
         """Describe this variant's relative term to the fused kernel: fill in `terms` (a
         `fused_kernel.RelativeTerms`) and return the tensors that take gradients, (table,

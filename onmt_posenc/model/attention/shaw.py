@@ -67,7 +67,8 @@ class ShawRelativeAttention(SelfAttention):
     checkpoints load unchanged. `values="separate"` is the paper's two tables.
     `values="none"`: the key term alone (`relative_keys_embeddings`), the simplified
     RPE that the perSPE paper's Table 1 uses (Oka et al. 2022, sec. 5.1).
-    The value term needs the attention weights: always the plain path.
+    On the PyTorch paths the value term needs the attention weights: always the plain path
+    (the fused kernel, on CUDA, sums them per bucket in the tile: `kernel_terms`).
     """
 
     summary = ("Shaw et al. 2018, key and value terms (see relative_values), distances clipped at "
