@@ -9,13 +9,17 @@ Three measurements, every ratio against APE measured in the same run:
 3. train: end-to-end `onmt_train` tokens per second on INTERPOLATE-length data
    (10 consecutive toy-ende pairs joined with <sep>, about 235 tokens per side).
 
-Each method runs on its fastest path (fused attention, SDPA, where its maths
-allows; the value term of Shaw needs the attention weights, so Shaw is always
-plain) and, to compare position methods rather than kernels, all on the same
-plain matmul-softmax-matmul path (`self_attn_type: scaled-dot`). "speed" is
-APE's time over the method's (the paper's x0.91 means 9% slower); "memory" is
-the method's peak over APE's, the peak being the memory allocated during
-forward + backward above the parameters and inputs.
+Each method runs on PyTorch's fastest path ("fastest": fused attention, SDPA, where
+its maths allows; the value term of Shaw needs the attention weights, so Shaw is
+always plain there), on CUDA also on the fused Triton kernel ("triton",
+`attention_kernel: triton`, onmt_posenc/model/attention/fused_kernel/), and, to
+compare position methods rather than kernels, all on the same plain
+matmul-softmax-matmul path (`self_attn_type: scaled-dot`). "speed" is APE's time
+over the method's (the paper's x0.91 means 9% slower), on the same path except
+for the Triton path, whose ratios are against APE on PyTorch's fastest path
+(flash SDPA on a GPU); "memory" is the method's peak over that APE's, the peak
+being the memory allocated during forward + backward above the parameters and
+inputs.
 
     python tools/benchmark_attention.py                  # everything, CPU (GPU if there is one)
     python tools/benchmark_attention.py --parts layer --lengths 512 --repeats 5
@@ -23,6 +27,8 @@ forward + backward above the parameters and inputs.
 """
 import argparse
 import contextlib
+import importlib.metadata
+import importlib.util
 import os
 import re
 import resource
@@ -54,7 +60,24 @@ from onmt_posenc.model.attention.shaw import ShawRelativeAttention
 
 # The repository's excerpt (2,000 training pairs); --data names the whole corpus.
 TOY_ENDE = Path(__file__).resolve().parents[1] / "tests" / "data" / "toy-ende"
-PATHS = ("fastest", "plain")
+PATHS = ("triton", "fastest", "plain")
+# the path whose APE a path's ratios are against (the kernel's: APE on flash SDPA)
+BASE_PATH = {"triton": "fastest", "fastest": "fastest", "plain": "plain"}
+
+
+def paths_on(device):
+    """The Triton kernel runs on CUDA only (on the CPU it would be Triton's interpreter)."""
+    return PATHS if device.type == "cuda" else PATHS[1:]
+
+
+def on_path(module, path):
+    """`module` set to attend on `path`; None for a built-in layer on the Triton path
+    (OpenNMT-py's layers do not take the kernel)."""
+    if isinstance(module, SelfAttention):
+        module.kernel = path == "triton" and module.kernel_covers()
+    elif path == "triton":
+        return None
+    return module
 
 
 class PeakNewMemory(TorchDispatchMode):
@@ -197,14 +220,17 @@ def layer_step(module, batch, length, dim, device):
 
 def benchmark_layer(args, device):
     methods = layer_methods(args, max(args.lengths))
-    results = {path: {} for path in PATHS}
+    results = {path: {} for path in paths_on(device)}
     for length in args.lengths:
         batch = max(1, args.tokens // length)
-        for path in PATHS:
+        for path in paths_on(device):
             steps = {}
             for name, make in methods.items():
                 torch.manual_seed(0)
-                module = make(path == "fastest").to(device).train()
+                module = on_path(make(path != "plain"), path)
+                if module is None:
+                    continue
+                module = module.to(device).train()
                 for parameter in module.parameters():
                     torch.nn.init.normal_(parameter, std=0.05)
                 steps[name] = layer_step(module, batch, length, args.d_model, device)
@@ -249,7 +275,8 @@ def model_options(args, extra, path):
          "-layers", str(args.model_layers), "-heads", str(args.model_heads), "-hidden_size", str(args.model_dim),
          "-word_vec_size", str(args.model_dim), "-transformer_ff", str(4 * args.model_dim),
          "-dropout", "0.1", "-attention_dropout", str(args.attention_dropout),
-         "-self_attn_type", "scaled-dot-flash" if path == "fastest" else "scaled-dot", *extra]
+         "-self_attn_type", "scaled-dot" if path == "plain" else "scaled-dot-flash",
+         "-attention_kernel", "triton" if path == "triton" else "pytorch", *extra]
     )
     ArgumentParser.update_model_opts(opt)
     ArgumentParser.validate_model_opts(opt)
@@ -274,12 +301,14 @@ def benchmark_model(args, device):
     specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
     vocab = pyonmttok.build_vocab_from_tokens([f"w{i}" for i in range(args.vocab)], special_tokens=specials)
     vocabs = {"src": vocab, "tgt": vocab, "data_task": "seq2seq", "decoder_start_token": DefaultTokens.BOS}
-    results = {path: {} for path in PATHS}
+    results = {path: {} for path in paths_on(device)}
     for length in args.lengths:
         batch = max(1, args.tokens // length)
-        for path in PATHS:
+        for path in paths_on(device):
             steps = {}
             for name, (extra, stock) in model_methods(args.far).items():
+                if stock and path == "triton":
+                    continue  # OpenNMT-py's own layers do not take the kernel
                 torch.manual_seed(0)
                 with openmt_attention_only() if stock else contextlib.nullcontext():
                     model = model_builder.build_base_model(model_options(args, extra, path), vocabs)
@@ -316,6 +345,8 @@ def train_methods(far):
         "SHAPE K=500": ({"position_encoding": True, "shape_max_shift": 500}, False),
         "built-in Shaw, OpenNMT-py alone": (shaw, True),
         **{f"our {name}": (settings, False) for name, settings in registered_variants(far).items()},
+        # on CUDA the runs above take the Triton kernel: our Shaw without it
+        "our shaw, attention_kernel pytorch": ({**shaw, "attention_kernel": "pytorch"}, False),
     }
 
 
@@ -396,9 +427,9 @@ def benchmark_train(args, device):
 # --- tables --------------------------------------------------------------------------------
 
 def print_layer_tables(title, results, reference, lengths):
-    for path in PATHS:
+    for path in results:
         rows = results[path]
-        base = rows[reference]
+        base = results[BASE_PATH[path]][reference]
         print(f"\n### {title}, {path} path: ms (speed vs APE)\n")
         print("| method | " + " | ".join(f"L={n}" for n in lengths) + " |")
         print("|---|" + "---|" * len(lengths))
@@ -440,7 +471,9 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"# Position methods in OpenNMT-py attention: {where}, torch {torch.__version__}")
+    triton = (f", Triton {importlib.metadata.version('triton')}"
+              if device.type == "cuda" and importlib.util.find_spec("triton") else "")
+    print(f"# Position methods in OpenNMT-py attention: {where}, torch {torch.__version__}{triton}")
     timing = "wall time" if device.type == "cuda" else "CPU time of the process"
     print(f"\nK = {args.far}, attention dropout {args.attention_dropout}, training mode; "
           f"{args.tokens} tokens per batch; best of {args.repeats} runs ({timing}).")

@@ -49,6 +49,16 @@ def add_model_options(parser):
         "self-attention has none: give that side an absolute encoding with "
         "src_position_encoding / tgt_position_encoding, or none (the perSPE paper's Table 1).",
     )
+    group.add(
+        "--attention_kernel",
+        "-attention_kernel",
+        choices=("triton", "pytorch"),
+        default="triton",
+        help="On CUDA, where Triton is installed: 'triton' computes every self-attention variant on the fused "
+        "Triton kernel (online softmax, masks, dropout and the relative term in one kernel); 'pytorch' keeps "
+        "PyTorch's paths (SDPA, or the plain path that self_attn_type: scaled-dot chooses, which also turns "
+        "the kernel off). On the CPU the PyTorch paths are taken either way.",
+    )
     for variant in ATTENTIONS.values():
         variant.add_options(group)
 

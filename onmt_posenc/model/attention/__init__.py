@@ -19,6 +19,10 @@ convention, and change only how the attention is computed:
   ALiBi (-2) and T5 buckets (`relative_positions_buckets`), computed as
   OpenNMT-py computes them, with SDPA.
 
+On CUDA every variant here runs on one fused Triton kernel (`fused_kernel/`: online
+softmax, masks, dropout and the variant's relative term in one pass, each variant saying its
+term in `kernel_terms`) unless the attention_kernel option is 'pytorch'.
+
 OpenNMT-py's options choose its own schemes (each variant's `chosen_by_onmt`,
 `implied_by_onmt`); every variant with a `summary` is a choice of our
 `relative_attention` option (with `max_relative_positions` > 0, or 0 for the
@@ -93,6 +97,13 @@ def initialize(model):
             module.reset_parameters()
 
 
+def kernel_chosen(opt):
+    """Do the options leave the fused Triton kernel on? (attention_kernel, unset in checkpoints
+    made before it: on; full_context_alignment's decoder pass without the future mask: off,
+    the kernel's decoder masks the future)"""
+    return getattr(opt, "attention_kernel", "triton") == "triton" and not getattr(opt, "full_context_alignment", False)
+
+
 def _unsupported(layer, attention, opt):
     """Why this layer's self-attention stays OpenNMT-py's (None: ours applies)."""
     if attention.num_kv > 0:
@@ -106,10 +117,12 @@ def _unsupported(layer, attention, opt):
     return None
 
 
-def replacement_for(stock, self_attn_type, method=None, values=None, positions=True):
+def replacement_for(stock, self_attn_type, method=None, values=None, positions=True, kernel=True):
     """Our attention for one stock module, reusing its parameters
     (`method`, `values`: the relative_attention and relative_values options;
-    `positions` False: this side has none in its attention, see relative_positions_side)."""
+    `positions` False: this side has none in its attention, see relative_positions_side;
+    `kernel`: the attention_kernel option is 'triton', for the fused Triton kernel wherever it
+    runs, unless self_attn_type asks for the plain path)."""
     settings = dict(
         head_count=stock.head_count,
         model_dim=stock.linear_query.in_features,
@@ -126,6 +139,7 @@ def replacement_for(stock, self_attn_type, method=None, values=None, positions=T
         else:  # this side's attention takes no positions (absolute positions, or none)
             variant = ATTENTIONS[attention_scheme(0, 0, None)]
         attention = variant.from_stock(stock, settings, fused, values)
+    attention.kernel = kernel and fused and variant.kernel_covers()
     for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
         setattr(attention, name, getattr(stock, name))
     return attention
@@ -152,7 +166,8 @@ def install(model, opt):
         reason = _unsupported(layer, stock, opt)
         if reason is None:
             side = "tgt" if isinstance(layer, TransformerDecoderLayer) else "src"
-            layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values, side in sides)
+            layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values, side in sides,
+                                              kernel=kernel_chosen(opt))
             installed.add(type(layer.self_attn).__name__)
         elif needs_ours:
             raise ValueError(f"relative_attention {method}, relative_values {values}, relative_positions_side "

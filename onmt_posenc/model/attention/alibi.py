@@ -30,6 +30,10 @@ class AlibiAttention(SelfAttention):
         slopes = torch.tensor(AlibiPositionalBias._get_slopes(head_count))
         self.register_buffer("slopes", slopes[:, None, None], persistent=False)
 
+    def kernel_terms(self, q, key_len, terms):
+        terms.slopes = self.slopes.view(-1).float()
+        return None, None
+
     def relative_logits(self, q, key_len):
         distances = relative_distances(q.size(2), key_len, q.device).abs().to(q.dtype)
         return (-self.slopes.to(q.dtype) * distances)[None]

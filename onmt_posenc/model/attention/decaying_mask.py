@@ -42,7 +42,8 @@ class DecayingMaskAttention(SelfAttention):
     [1, 1, 1, 0, 0] becomes [0.1, 0.55, 1, 0, 0]"); the weights then sum to less than
     one by an amount that depends on where the query stands, which is how the
     slides' hypothesis says the ramp can carry position (through the output's norm).
-    The ramp needs the weights: always the plain path."""
+    On the PyTorch paths the ramp needs the weights: always the plain path (the fused
+    kernel, on CUDA, applies it in the tile: `kernel_terms`)."""
 
     summary = ("no positions (max_relative_positions 0): the attention weights multiplied by a ramp from 1 at "
                "the query's own token down to 0.1 at the farthest token it sees (seed 003's decaying mask)")
@@ -79,6 +80,17 @@ class DecayingMaskAttention(SelfAttention):
         decay = ramp(q.size(2), k.size(2), lengths, self.is_decoder, q.device).to(scores.dtype)
         dropped, attn = self.attention_weights(scores, mask)
         return (dropped * decay) @ v, attn * decay
+
+    def kernel_terms(self, q, key_len, terms):
+        """The ramp of `ramp`, computed per pair in the kernel: causal in a decoder, else over
+        each sentence's length."""
+        terms.ramp, terms.farthest_weight = (1 if self.is_decoder else 2), FARTHEST
+        if not self.is_decoder:
+            lengths = torch.full((q.size(0),), key_len, device=q.device)
+            if terms.key_padding is not None:
+                lengths = lengths - terms.key_padding.sum(-1)
+            terms.lengths = lengths.int()
+        return None, None
 
     @classmethod
     def from_stock(cls, stock, settings, fused, values):

@@ -108,6 +108,14 @@ class MusicRelativeAttention(SelfAttention):
         table = self.relative_key_embeddings[:, lo + far : hi + far + 1]
         return SkewedLogits.apply(q, table, key_len, last, lo, hi)
 
+    def kernel_terms(self, q, key_len, terms):
+        """T[i, c] = q_i . E[c] for every distance of the table, read at clip(j - i)."""
+        far = self.max_relative_positions
+        distances = torch.arange(1 - key_len, q.size(2), device=q.device)
+        terms.bucket = (distances.clamp(-far, self.max_distance) + far).int()
+        terms.table_per_query = True
+        return q @ self.relative_key_embeddings.transpose(-1, -2).to(q.dtype), None
+
     @classmethod
     def from_stock(cls, stock, settings, fused, values):
         return cls(**settings, max_relative_positions=stock.max_relative_positions, fused=fused)

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from onmt.modules.multi_headed_attn import MultiHeadedAttention, shape, unshape
 
-from onmt_posenc.model.attention import ATTENTIONS, register_attention
+from onmt_posenc.model.attention import ATTENTIONS, fused_kernel, register_attention
 
 
 def masked_value(dtype):
@@ -125,6 +125,10 @@ class SelfAttention(MultiHeadedAttention):
         """The model options that config.json records of this variant (key onmt_posenc)."""
         return {}
 
+    # Attend with the fused Triton kernel where it runs (`fused_kernel.usable`: CUDA, or the
+    # CPU under Triton's interpreter); `replacement_for` sets it from the model's options.
+    kernel = False
+
     def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
         super().__init__(
             head_count, model_dim, dropout=dropout, is_decoder=is_decoder, attn_type="self", add_qkvbias=add_qkvbias
@@ -145,7 +149,11 @@ class SelfAttention(MultiHeadedAttention):
             v = torch.cat((cache["values"], v), dim=2)
         if cache is not None:
             cache["keys"], cache["values"] = k, v
-        context, attn = self.attend(q * self.dim_per_head**-0.5, k, v, mask, return_attn)
+        q = q * self.dim_per_head**-0.5
+        if self.kernel and not return_attn and fused_kernel.usable(q):
+            context, attn = self.kernel_attend(q, k, v, mask), None
+        else:
+            context, attn = self.attend(q, k, v, mask, return_attn)
         return self.final_linear(unshape(context)), attn
 
     def rotated(self, q, k, first_position):
@@ -174,6 +182,35 @@ class SelfAttention(MultiHeadedAttention):
         del rel
         dropped, attn = self.attention_weights(scores, mask)
         return dropped @ v, attn
+
+    def kernel_attend(self, q, k, v, mask):
+        """`attend` on the fused Triton kernel (`fused_kernel`), with the relative term that
+        `kernel_terms` describes. The mask is the padding of the keys (the mask's last row:
+        a decoder's last query sees every key that is not padding) and, in a decoder, the
+        future."""
+        key_padding = None if mask is None else mask[:, 0, -1].to(torch.uint8).contiguous()
+        dropout = self.dropout_p if self.training else 0.0
+        terms = fused_kernel.RelativeTerms(causal=self.is_decoder, key_padding=key_padding, dropout=dropout,
+                                           seed=fused_kernel.new_seed() if dropout > 0 else 0)
+        table, values = self.kernel_terms(q, k.size(2), terms)
+        return fused_kernel.attention(q, k, v, terms, table, values)
+
+    @classmethod
+    def kernel_covers(cls):
+        """Does the fused kernel compute this variant? Where the variant says its term
+        (`kernel_terms`), or adds none (neither `relative_logits` nor `attend` overridden:
+        absolute positions, rotary). A variant added without `kernel_terms` keeps its PyTorch
+        paths, rather than losing its term on the kernel."""
+        base = SelfAttention
+        return cls.kernel_terms is not base.kernel_terms or (
+            cls.relative_logits is base.relative_logits and cls.attend is base.attend)
+
+    def kernel_terms(self, q, key_len, terms):
+        """Describe this variant's relative term to the fused kernel: fill in `terms` (a
+        `fused_kernel.RelativeTerms`) and return the tensors that take gradients, (table,
+        R_V) (see `fused_kernel.attention`). Absolute positions (and rotary, whose rotation
+        is done before): none."""
+        return None, None
 
     def attention_weights(self, scores, mask):
         """Masked softmax (in float32, as OpenNMT-py); returns the weights after

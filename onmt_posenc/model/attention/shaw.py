@@ -67,7 +67,8 @@ class ShawRelativeAttention(SelfAttention):
     checkpoints load unchanged. `values="separate"` is the paper's two tables.
     `values="none"`: the key term alone (`relative_keys_embeddings`), the simplified
     RPE that the perSPE paper's Table 1 uses (Oka et al. 2022, sec. 5.1).
-    The value term needs the attention weights: always the plain path.
+    On the PyTorch paths the value term needs the attention weights: always the plain path
+    (the fused kernel, on CUDA, sums them per bucket in the tile: `kernel_terms`).
     """
 
     summary = ("Shaw et al. 2018, key and value terms (see relative_values), distances clipped at "
@@ -148,6 +149,15 @@ class ShawRelativeAttention(SelfAttention):
         if r_v is None:
             return dropped @ v, attn
         return ShawContext.apply(dropped, v, r_v, bucket), attn
+
+    def kernel_terms(self, q, key_len, terms):
+        """The key term as T = Q R_K^T read at clip(j - i) + K, the value term as R_V."""
+        r_k, r_v = self.tables()
+        far = self.max_relative_positions
+        distances = torch.arange(1 - key_len, q.size(2), device=q.device)
+        terms.bucket = (distances.clamp(-far, far) + far).int()
+        terms.table_per_query = True
+        return q @ r_k.T.to(q.dtype), r_v
 
     @classmethod
     def from_stock(cls, stock, settings, fused, values):

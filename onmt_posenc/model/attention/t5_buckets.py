@@ -1,5 +1,6 @@
 """T5's relative attention bias (Raffel et al. 2020) as OpenNMT-py computes it, on fused attention."""
 import numpy as np
+import torch
 from onmt.modules.multi_headed_attn import _relative_position_bucket
 from torch import nn
 
@@ -66,14 +67,19 @@ class T5BucketAttention(SelfAttention):
         self.buckets, self.max_distance = buckets, max_distance
         self.relative_attention_bias = nn.Embedding(buckets, head_count)
 
+    def bucket(self, distances):
+        """OpenNMT-py's bucket of each distance j - i."""
+        return _relative_position_bucket(distances, bidirectional=not self.is_decoder, num_buckets=self.buckets,
+                                         max_distance=self.max_distance)
+
     def relative_logits(self, q, key_len):
-        bucket = _relative_position_bucket(
-            relative_distances(q.size(2), key_len, q.device),
-            bidirectional=not self.is_decoder,
-            num_buckets=self.buckets,
-            max_distance=self.max_distance,
-        )
+        bucket = self.bucket(relative_distances(q.size(2), key_len, q.device))
         return self.relative_attention_bias(bucket).permute(2, 0, 1)[None].to(q.dtype)
+
+    def kernel_terms(self, q, key_len, terms):
+        """One row of (heads, buckets), shared by all queries, read at each distance's bucket."""
+        terms.bucket = self.bucket(torch.arange(1 - key_len, q.size(2), device=q.device)).int()
+        return self.relative_attention_bias.weight.T.contiguous()[None, :, None].to(q.dtype), None
 
     @classmethod
     def from_stock(cls, stock, settings, fused, values):
