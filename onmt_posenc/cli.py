@@ -46,12 +46,12 @@ def main(argv=None):
         if chosen[:1] == [name]:
             try:
                 module = importlib.import_module(module_name)
+                module.add_arguments(sub)  # which may import what the command needs
             except ModuleNotFoundError as error:  # installed without its dependencies (pip --no-deps)
                 if (error.name or "").split(".")[0] == "onmt_posenc":
                     raise  # our own module missing: a bug, not an installation to complete
                 parser.exit(2, f"onmt-posenc {name}: error: needs the Python module {error.name!r}, which is not "
                                "installed; `make setup` (or `pip install -e .`) installs what every command needs\n")
-            module.add_arguments(sub)
             sub.set_defaults(run=module.main)
     args = parser.parse_args(chosen)
     try:

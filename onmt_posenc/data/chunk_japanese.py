@@ -40,11 +40,12 @@ import bisect
 import os
 import sys
 
-import MeCab
-import nltk
-import unidic_lite
-
 from onmt_posenc.core.text import check_not_an_input, read_lines, write_lines
+
+# The phrase files' version: raise it with every change that changes a phrase file. The runner
+# keys a made phrase file on it beside its target's hash, so a file of another version is made
+# again (2: an empty line gets "0", eb9b114). Read without MeCab, which only making a file imports.
+CHUNKER_VERSION = 2
 
 _TAIL = r"(<AUX|DEP|SUFF>|<PART|CPART|NPART>+<AUX>|<CPART|NPART><DEP>)*<PART|CPART|NPART>*<CLOSE|PUNCT>*"
 GRAMMAR = rf"""
@@ -99,19 +100,31 @@ def surface(token):
     return token
 
 
+def dependencies():
+    """MeCab, nltk and the dictionary: imported to chunk, or to show chunk-ja's arguments (so that
+    the command line names a missing one), never to read CHUNKER_VERSION."""
+    import MeCab
+    import nltk
+    import unidic_lite
+
+    return MeCab, nltk, unidic_lite
+
+
 class JapaneseChunker:
     def __init__(self):
+        MeCab, nltk, unidic_lite = dependencies()
         # Explicit dictionary and rc file: no dependence on a system mecabrc.
         dicdir = unidic_lite.DICDIR
         self.tagger = MeCab.Tagger(f'-r "{os.path.join(dicdir, "mecabrc")}" -d "{dicdir}"')
         self.parser = nltk.RegexpParser(GRAMMAR)
+        self.ends, self.chunk_type = (MeCab.MECAB_BOS_NODE, MeCab.MECAB_EOS_NODE), nltk.Tree
 
     def morphemes(self, text):
         """[(start, end, tag)] character spans of MeCab's morphemes of `text`."""
         spans, cursor = [], 0
         node = self.tagger.parseToNode(text)
         while node is not None:
-            if node.stat not in (MeCab.MECAB_BOS_NODE, MeCab.MECAB_EOS_NODE):
+            if node.stat not in self.ends:
                 start = text.find(node.surface, cursor)  # MeCab skips white space
                 if start < 0:
                     raise ValueError(f"MeCab returned {node.surface!r}, which is not in {text!r}")
@@ -128,7 +141,7 @@ class JapaneseChunker:
         tree = self.parser.parse([(i, t) for i, (_, _, t) in enumerate(morphemes)])
         spans = []
         for chunk in tree:
-            if isinstance(chunk, nltk.Tree):
+            if isinstance(chunk, self.chunk_type):
                 first, last = chunk.leaves()[0][0], chunk.leaves()[-1][0]
                 spans.append((morphemes[first][0], morphemes[last][1]))
             elif spans:  # a left-over morpheme joins the phrase before it
@@ -159,6 +172,7 @@ class JapaneseChunker:
 
 
 def add_arguments(parser):
+    dependencies()
     parser.add_argument("target", help="target text as the model reads it (words or subwords, space-separated)")
     parser.add_argument("output", help="where to write the phrase indices (the path_tgt_phrases file)")
 

@@ -40,21 +40,18 @@ corpus (articles sorted by the fractional part of i times the golden ratio, a
 low-discrepancy order), and `--first N`, or an experiment's `train_pairs: N`,
 then takes N pairs from every part of it.
 """
-import gzip
 import math
 import re
 import shutil
 import sys
-import tarfile
 import tempfile
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from onmt_posenc.core.errors import UserError
 from onmt_posenc.core.arguments import positive_int
 from onmt_posenc.core.text import write_lines
 from onmt_posenc.core.tokenization import learn_joint_bpe, learn_joint_sentencepiece
+from onmt_posenc.data.upstream import PrepareError, download, find_file, read_text, unpack
 
 LAYOUT_PARTS = ("train", "val", "test")
 # "SRC TGT" languages of a prepared folder: the target chooses the BLEU tokenizer (scoring.bleu_tokenizer)
@@ -137,82 +134,10 @@ CORPORA = {
 BPE_MERGES = 8000
 
 
-class PrepareError(UserError, RuntimeError):
-    """A corpus that cannot be prepared: a file missing, damaged or of the wrong kind (also
-    WMT16's, prepare_wmt16)."""
-
-
-def _find(root, name):
-    """The file `name` (or `name`.gz) anywhere below `root`; else its numbered parts
-    `name`.000, `name`.001... (a list, in order; a gap is a PrepareError); else None."""
-    for candidate in (name, name + ".gz"):
-        found = sorted(Path(root).rglob(candidate))
-        if found:
-            return found[0]
-    parts = sorted(Path(root).rglob(f"{name}.[0-9][0-9][0-9]"), key=lambda path: path.name)
-    for number, part in enumerate(parts):
-        if int(part.suffix[1:]) != number:
-            raise PrepareError(f"{part.parent / f'{name}.{number:03d}'} is missing: {name} is given in "
-                               f"parts {', '.join(p.suffix[1:] for p in parts)}")
-    return parts or None
-
-
 def spaces_removed(line):
     """A line of words split by spaces (KyTea's Japanese) as raw text: the spaces go, but
     for those between two ASCII letters or digits ("New York", "CD 2")."""
     return re.sub(r"(?<![A-Za-z0-9]) +| +(?![A-Za-z0-9])", "", line)
-
-
-def _read_text(path, shown=None):
-    """The lines of a text file, gzipped or not, split on '\\n' only (as core.text.read_lines);
-    a file that is empty or not UTF-8 is a PrepareError naming it as `shown` (and the line)."""
-    shown = shown or path
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as f:
-            data = f.read()
-    except (EOFError, gzip.BadGzipFile) as error:  # a download cut short, or not gzip at all
-        raise PrepareError(f"{shown} is not a complete gzip file ({error})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise PrepareError(f"{shown}:{line}: not UTF-8 text (byte {data[error.start]:#04x}: {error.reason})") from None
-    if not text.strip():
-        raise PrepareError(f"{shown} is empty")
-    lines = text.split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
-
-
-def _unpack(source, work):
-    """A folder holding the corpus's files: `source` itself, or `source` unpacked into `work`."""
-    source = Path(source)
-    if source.is_dir():
-        return source
-    if not source.is_file():
-        raise PrepareError(f"--from {source}: no such folder or file")
-    try:
-        with tarfile.open(source) as archive:
-            archive.extractall(work, filter="data")
-    except (tarfile.TarError, EOFError, OSError):
-        raise PrepareError(f"--from {source}: not a folder nor a readable .tar.gz archive") from None
-    return Path(work)
-
-
-def _download(corpus, work):
-    for url in corpus.urls:
-        target = Path(work) / url.rsplit("/", 1)[1]
-        print(f"downloading {url}", file=sys.stderr, flush=True)
-        try:
-            with urllib.request.urlopen(url, timeout=60) as response, open(target, "wb") as out:
-                shutil.copyfileobj(response, out)
-        except OSError as error:
-            raise PrepareError(f"cannot download {url}: {error}; without internet, pass a local copy "
-                               "with --from FOLDER_OR_ARCHIVE") from None
-        if tarfile.is_tarfile(target):
-            with tarfile.open(target) as archive:
-                archive.extractall(work, filter="data")
-    return Path(work)
 
 
 def _refuse_earlier_files(out_dir, writes):
@@ -310,9 +235,9 @@ def _prepare(name, out_dir, source, merges, vocab_size, first, order):
             raise PrepareError(f"{option} applies to a corpus split by {needs}; {name} is "
                                f"{'split by ' + corpus.subwords if corpus.subwords else 'copied as it comes'}")
     with tempfile.TemporaryDirectory() as work:
-        root = _unpack(source, work) if source else _download(corpus, work)
+        root = unpack(source, work) if source else download(corpus.urls, work)
         wanted = {**corpus.files, **{(part, "docid"): file for part, file in corpus.docids.items()}}
-        paths = {key: _find(root, file) for key, file in wanted.items()}
+        paths = {key: find_file(root, file) for key, file in wanted.items()}
         missing = [corpus.files[key] for key in corpus.files if paths[key] is None]
         if missing:
             raise PrepareError(f"{source or 'the download'}: missing {', '.join(missing)}")
@@ -329,7 +254,7 @@ def _prepare(name, out_dir, source, merges, vocab_size, first, order):
                  for files in parts.values() for path in files}
         shown = {key: named[files[0]] + (f" (and {len(files) - 1} more parts)" if len(files) > 1 else "")
                  for key, files in parts.items()}
-        texts = {key: [_read_text(path, named[path]) for path in files] for key, files in parts.items()}
+        texts = {key: [read_text(path, named[path]) for path in files] for key, files in parts.items()}
         lines = {key: [line for text in part_texts for line in text] for key, part_texts in texts.items()}
 
         def place(key, index):

@@ -42,7 +42,7 @@ from onmt_posenc.core.joining import DEFAULT_N, DEFAULT_SEP, join_lines
 from onmt_posenc.core.text import read_lines, write_lines
 from onmt_posenc.core.text import scan_text
 from onmt_posenc.core.tokenization import learn_joint_bpe, tokenizer
-from onmt_posenc.data.prepare_corpus import PrepareError
+from onmt_posenc.data.upstream import PrepareError
 
 LANGS = ("en", "de")
 BPE_MERGES = 32000

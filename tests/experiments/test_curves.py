@@ -86,3 +86,22 @@ def test_convergence_needs_two_validations():
 ])
 def test_which_schedules_anneal_the_learning_rate(config, anneals):
     assert curves.anneals(config) is anneals
+
+
+def test_the_runner_writes_a_command_line_that_reads_back_with_its_spaces(tmp_path, monkeypatch):
+    """run_logged writes each command line shell-quoted: onmt_train in a folder with a space,
+    resumed from a checkpoint in another, is found and its resumed step read back."""
+    import shlex
+
+    from onmt_posenc.hooks import stock
+
+    script = tmp_path / "my bin" / "onmt_train"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\necho trained\n", encoding="utf-8")
+    script.chmod(0o755)
+    monkeypatch.setattr(stock, "command_path", lambda name: str(script.parent / name))
+    checkpoint = tmp_path / "a run" / "model_step_750.pt"
+    stock.run_logged("onmt_train", ["-config", "c.yaml", "-train_from", checkpoint], tmp_path / "train.log")
+    first, output = (tmp_path / "train.log").read_text(encoding="utf-8").splitlines()
+    assert first == "$ " + shlex.join([str(script), "-config", "c.yaml", "-train_from", str(checkpoint)])
+    assert output == "trained" and curves.invocation_start(first) == 750

@@ -239,11 +239,30 @@ def test_target_phrases_are_made_once_and_used_without_the_chunker(tmp_path, mon
     said = []
     phrases = prepare_phrases({"train": (None, target)}, tmp_path, said.append)
     assert len(read_lines(phrases)) == 5 and len(said) == 1
-    monkeypatch.setitem(sys.modules, "onmt_posenc.data.chunk_japanese", None)  # importing it fails
+    monkeypatch.setitem(sys.modules, "MeCab", None)  # importing it fails
     assert prepare_phrases({"train": (None, target)}, tmp_path, said.append) == phrases and len(said) == 1
     write_lines(target, ["別の文です"])  # another target: the file is made again, with the chunker
     with pytest.raises(ImportError):
         prepare_phrases({"train": (None, target)}, tmp_path, said.append)
+
+
+def test_target_phrases_made_by_another_chunker_version_are_made_again(tmp_path, monkeypatch):
+    """A phrase file keyed on its target alone outlived chunker fixes (eb9b114's empty lines):
+    the chunker's version is part of the key."""
+    from onmt_posenc.data import chunk_japanese
+    from onmt_posenc.experiments.running.data_preparation import prepare_phrases
+
+    target = tmp_path / "train.tgt"
+    write_lines(target, ["今日 は 晴れ です", ""])
+    said = []
+    monkeypatch.setattr(chunk_japanese, "CHUNKER_VERSION", chunk_japanese.CHUNKER_VERSION - 1)
+    phrases = prepare_phrases({"train": (None, target)}, tmp_path, said.append)
+    phrases.write_text("stale\nstale\n", encoding="utf-8")  # what the older chunker wrote
+    assert prepare_phrases({"train": (None, target)}, tmp_path, said.append) == phrases and len(said) == 1
+    assert read_lines(phrases) == ["stale", "stale"]  # same version: kept
+    monkeypatch.undo()
+    assert prepare_phrases({"train": (None, target)}, tmp_path, said.append) == phrases and len(said) == 2
+    assert read_lines(phrases) == ["0 0 1 1", "0"]
 
 
 def test_data_files_are_checked_before_the_first_run(tmp_path):

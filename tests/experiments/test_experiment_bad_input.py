@@ -30,6 +30,8 @@ def experiment_file(tmp_path, **changes):
     (tmp_path / "a-list.yaml").write_text("- heads: 4\n", encoding="utf-8")
     (tmp_path / "includes-missing.yaml").write_text("include: missing.yaml\n", encoding="utf-8")
     (tmp_path / "latin1.yaml").write_bytes(b"heads: 4\n# caf\xe9\n")
+    (tmp_path / "stops-early.yaml").write_text(f"include: {REPO / 'recipes' / 'base.yaml'}\nearly_stopping: 4\n",
+                                               encoding="utf-8")
     mapping = {
         "recipe": str(REPO / "recipes" / "base.yaml"),
         "settings": {"train_steps": 10, "hidden_size": 64, "word_vec_size": 64},
@@ -95,6 +97,10 @@ MISTAKES = [
                                     "report judges its plateau from the validation curve; a run stopped early would "
                                     "be taken for an unfinished one. Set train_steps to where the curve flattens "
                                     "instead"),
+    (["recipe=stops-early.yaml"], "recipe stops-early.yaml.early_stopping: the runner trains every run to "
+                                  "train_steps and the report judges its plateau from the validation curve; a run "
+                                  "stopped early would be taken for an unfinished one. Set train_steps to where the "
+                                  "curve flattens instead"),
     (["methods.foo.bar=1"], "methods.foo.bar: unknown option"),
     # phrase-level perSPE chunks Japanese targets: refused on German, not phrases made of nonsense
     (["methods.foo.perspe_range=1"], "methods.foo.perspe_range: phrase-level perSPE (perspe_unit: phrase, the default) "
@@ -127,6 +133,20 @@ def test_a_mistake_is_one_error_naming_the_file_and_key(tmp_path, overrides, mes
     with pytest.raises(experiments.ExperimentError) as error:
         experiments.check_options(experiments.load(path, overrides))
     assert str(error.value) == f"{path}: " + message.format(dir=tmp_path)
+
+
+def test_no_committed_experiment_file_or_its_recipe_sets_early_stopping():
+    """The refusal above, on what the committed experiment files hand every run."""
+    from onmt_posenc.config.include import merged_mapping, read_yaml
+
+    def keys(node):
+        return set(node) | {k for value in node.values() for k in keys(value)} if isinstance(node, dict) else set()
+
+    files = sorted((REPO / "recipes" / "experiments").glob("*.yaml"))
+    assert len(files) >= 6
+    for path in files:
+        mapping = read_yaml(path)
+        assert "early_stopping" not in keys(mapping) | set(merged_mapping(path.parent / mapping["recipe"])), path
 
 
 def test_the_example_experiment_is_accepted(tmp_path):

@@ -10,7 +10,7 @@ from onmt_posenc.experiments.file.data_folder import label_by_folder
 from onmt_posenc.experiments.file.data_settings import data_setting
 from onmt_posenc.experiments.file.reading import read_experiment_file
 from onmt_posenc.experiments.file.grid import checked_grids, expand_grids, unused_runs
-from onmt_posenc.experiments.file.owned_keys import reject_overridden_keys, reject_runner_keys
+from onmt_posenc.experiments.file.owned_keys import reject_early_stopping, reject_overridden_keys, reject_runner_keys
 from onmt_posenc.experiments.file.spec import (ANALYSES, FOLDER_FILES, RUNNER_TRANSLATE_KEYS, Experiment, fail, shown,
                                                warm_start_source)
 from onmt_posenc.experiments.file.values import (check_integer, check_labels, check_mapping, check_names, check_offsets,
@@ -103,6 +103,7 @@ def load(path, overrides=(), output=None, data_folder=None):
     grids = checked_grids(mapping.get("grid"), path)
     gridded = [data[label] for label in dict.fromkeys(d for grid in grids for d in grid.get("data", data))
                if label in data]
+    reject_early_stopping(recipe, f"recipe {mapping.get('recipe')}", path)
     layers = [(f"recipe {mapping.get('recipe')}", recipe, gridded), ("settings", settings, gridded),
               *((f"methods.{m}", k, gridded) for m, k in methods.items())]
     reject_overridden_keys(layers, data, path)

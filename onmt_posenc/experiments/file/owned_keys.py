@@ -12,6 +12,11 @@ def reject_runner_keys(keys, where, path):
         fail(path, f"{where} sets {sorted(owned)}, which the runner sets for every run")
     if "seed" in keys:  # grid.seed would override it in every run, without a word
         fail(path, f"{where}.seed: each run's seed is set by grid.seed (default [1]); list the seeds there")
+    reject_early_stopping(keys, where, path)
+
+
+def reject_early_stopping(keys, where, path):
+    """Refused in every layer that reaches a run's config, the recipe's included."""
     if keys.get("early_stopping"):  # a run whose last checkpoint is short of train_steps is unfinished to the runner
         fail(path, f"{where}.early_stopping: the runner trains every run to train_steps and the report judges its "
                    "plateau from the validation curve; a run stopped early would be taken for an unfinished one. "

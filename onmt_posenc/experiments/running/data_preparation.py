@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from onmt_posenc.core import joining as interpolate
 from onmt_posenc.core.text import read_lines
-from onmt_posenc.data import synthetic
+from onmt_posenc.data import chunk_japanese, synthetic
 from onmt_posenc.experiments.file.spec import FilePair
 from onmt_posenc.experiments.running.store import file_digest, phrase_file, write_text_atomically
 
@@ -111,18 +111,17 @@ def prepare_data(setting, directory):
 
 def prepare_phrases(files, directory, say):
     """The phrase file of a data setting's training target (`onmt-posenc chunk-ja`'s), made
-    once and made again when the target changes (its SHA-256 is kept beside it). The chunker
-    (MeCab and its dictionary) is imported only to make the file: a machine that is given the
-    made file, such as a GPU machine the batch's data was carried to, needs neither."""
+    once and made again when the target or the chunker's version changes (the target's SHA-256
+    and the version are kept beside it). MeCab and its dictionary are imported only to make the
+    file: a machine that is given the made file, such as a GPU machine the batch's data was
+    carried to, needs neither."""
     target, phrases = files["train"][1], phrase_file(directory)
-    digest, stamp = file_digest(target), phrases.with_suffix(".sha256")
+    digest, stamp = f"{file_digest(target)} chunk-ja {chunk_japanese.CHUNKER_VERSION}", phrases.with_suffix(".sha256")
     if phrases.is_file() and stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == digest:
         return phrases
-    from onmt_posenc.data.chunk_japanese import chunk_file
-
     say(f"target phrases of {target} for perSPE (chunk-ja)")
     temporary = phrases.with_name(f".{phrases.name}.{os.getpid()}.tmp")
-    chunk_file(target, temporary)
+    chunk_japanese.chunk_file(target, temporary)
     os.replace(temporary, phrases)
     write_text_atomically(stamp, digest + "\n")
     return phrases
