@@ -1,1 +1,1 @@
-"""The papers' claims judged on a batch's run records: the SHAPE paper's (shape_paper), the perSPE paper's and seed 003's (perspe_paper)."""
+"""The papers' claims judged on a batch's run records: the SHAPE paper's, the perSPE paper's and seed 003's."""

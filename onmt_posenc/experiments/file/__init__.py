@@ -1,1 +1,1 @@
-"""The experiment file: what it declares (spec), read and checked into runs (loading), each run's options checked by OpenNMT-py (opennmt_checks)."""
+"""The experiment file: declared (spec), read and checked (loading), its grid expanded into runs."""

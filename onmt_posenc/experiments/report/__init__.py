@@ -1,1 +1,1 @@
-"""The report of an experiment (`onmt-posenc report`, command): report.md, results.json and results.csv from the runs' records, never from a model."""
+"""The report (`onmt-posenc report`): report.md, results.json and results.csv from the runs' records alone."""
