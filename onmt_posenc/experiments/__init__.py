@@ -9,8 +9,9 @@ The experiment file's API, for the commands and the analyses of a batch:"""
 from onmt_posenc.experiments.file.opennmt_checks import check_options
 from onmt_posenc.experiments.file.data_folder import folder_data
 from onmt_posenc.experiments.file.loading import add_arguments, from_arguments, load
-from onmt_posenc.experiments.file.spec import (ANALYSES, FOLDER_FILES, ExperimentError, needs_target_phrases,
-                                               parse_shard, shard, uses_shape, warm_start_source)
+from onmt_posenc.experiments.file.schema import ANALYSES
+from onmt_posenc.experiments.file.spec import (FOLDER_FILES, ExperimentError, needs_target_phrases, parse_shard, shard,
+                                               uses_shape, warm_start_source)
 
 __all__ = ["ANALYSES", "FOLDER_FILES", "ExperimentError", "add_arguments", "check_options", "folder_data",
            "from_arguments", "load", "needs_target_phrases", "parse_shard", "shard", "uses_shape", "warm_start_source"]

@@ -112,7 +112,7 @@ MISTAKES = [
     # the synthetic task's parameters: types and ranges, unknown keys (YAML's `{seed:1}` is one key)
     (["data.toy={synthetic: {object_rate: 2.0}}"],
      "data.toy.synthetic: object_rate must be a number from 0 to 1, got 2.0"),
-    (["data.toy={synthetic: {eval_examples: 1.5}}"], "data.toy.synthetic: eval_examples must be an integer, got 1.5"),
+    (["data.toy={synthetic: {eval_examples: 1.5}}"], "data.toy.synthetic.eval_examples: must be an integer, got 1.5"),
     (["data.toy={synthetic: {seed:1}}"], "data.toy.synthetic: unknown keys ['seed:1']; known: ['seed', "
                                          "'train_examples', 'eval_examples', 'max_sentences', 'max_train_length', "
                                          "'test_sentences', 'max_test_length', 'concat_sentences', 'object_rate', "

@@ -50,7 +50,7 @@ def test_overrides_and_clear_errors(tmp_path):
         ({"grid": [{"method": ["ape"]}, {"seed": [-1]}]}, r"grid\[1\]\.seed: must be >= 0, got -1"),
         ({"settings": {"save_model": "x"}}, "runner sets"),
         ({"grid": {"methd": ["ape"]}}, "unknown axes"),
-        ({"analyses": {"swaped": {}}}, "unknown analysis 'swaped'"),
+        ({"analyses": {"swaped": {}}}, r"analyses: unknown analyses \['swaped'\]"),
         ({"analyses": {"speed": {}}}, "measured in every run while it trains"),
         ({"baseline": "none"}, "baseline 'none'"),
         # the runner places filtertoolong and concat_pairs on the right corpora itself
@@ -62,10 +62,10 @@ def test_overrides_and_clear_errors(tmp_path):
          r"data.d.settings sets \['src_seq_length'\], which no transform of data.d \(VANILLA\) reads"),
         ({"data": {"d": {"synthetic": {}, "extrapolate": 20, "settings": {"concat_n": 3}}}},
          r"data.d.settings sets \['concat_n'\], which no transform of data.d \(EXTRAPOLATE\) reads"),
-        ({"data": {"d": {"synthetic": {}, "interpolate": 0}}}, "interpolate must be a positive integer"),
+        ({"data": {"d": {"synthetic": {}, "interpolate": 0}}}, "data.d.interpolate: must be >= 1, got 0"),
         # YAML's yes is no line count (it would keep one line)
         ({"data": {"f": {"train": {"src": "a", "tgt": "b", "lines": True}, "eval": {"t": {"src": "a", "tgt": "b"}}}}},
-         "data.f.train.lines must be a positive integer, got True"),
+         "data.f.train.lines: must be an integer, got true"),
         ({"data": {"d": {"synthetic": {}, "interpolate": 3, "extrapolate": 9}}}, "not both"),
         ({"methods": {"ape": {}, "shape": {"shape_max_shift": 9}}, "grid": {"method": ["ape", "shape"], "K": [10]}},
          "methods.shape sets shape_max_shift, which grid.K overrides"),

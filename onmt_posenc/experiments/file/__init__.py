@@ -1,1 +1,1 @@
-"""The experiment file: declared (spec), read and checked (loading), its grid expanded into runs."""
+"""The experiment file: its keys (schema), read and checked (loading), its grid expanded into runs."""

@@ -2,46 +2,12 @@
 the recipe, `settings`, its data setting's and its method's keys, with its seed and K."""
 import itertools
 
-from onmt_posenc.experiments.file.spec import GRID_AXES, K_OPTION, Run, fail, shown, uses_shape
-from onmt_posenc.experiments.file.values import check_mapping
-
-
-def _axis(grid, name, default, path, where="grid"):
-    values = grid.get(name, default)
-    if not isinstance(values, list) or not values:
-        fail(path, f"{where}.{name} must be a non-empty list")
-    return values
+from onmt_posenc.experiments.file.spec import K_OPTION, Run, fail, uses_shape
 
 
 def grid_name(grids, index):
     """How messages name a grid line: `grid`, or `grid[i]` in a list of several."""
     return "grid" if len(grids) == 1 else f"grid[{index}]"
-
-
-def checked_grids(spec, path):
-    """`grid`: one mapping of axes, or a non-empty list of them; each axis a non-empty
-    list of names (method, data) or integers (seed, K)."""
-    if isinstance(spec, list):
-        if not spec:
-            fail(path, "grid: an empty list names no run")
-        grids = [check_mapping(grid, path, f"grid[{i}]") for i, grid in enumerate(spec)]
-    else:
-        grids = [check_mapping(spec, path, "grid")]
-    for index, grid in enumerate(grids):
-        where = grid_name(grids, index)
-        unknown = set(grid) - GRID_AXES
-        if unknown:
-            fail(path, f"{where}: unknown axes {sorted(unknown)}; axes are {sorted(GRID_AXES)}")
-        for name, values in grid.items():
-            _axis(grid, name, None, path, where)
-            for value in values:
-                if name in ("method", "data") and not isinstance(value, str):
-                    fail(path, f"{where}.{name}: must be names, got {shown(value)}")
-                if name in ("seed", "K") and (not isinstance(value, int) or isinstance(value, bool)):
-                    fail(path, f"{where}.{name}: must be integers, got {shown(value)}")
-                if name in ("seed", "K") and value < 0:
-                    fail(path, f"{where}.{name}: must be >= 0, got {value}")
-    return grids
 
 
 def expand_grids(recipe, settings, methods, data, grids, path, recipe_name="recipe"):
@@ -62,11 +28,12 @@ def config_layers(recipe, settings, data, methods, data_name, method, recipe_nam
 
 
 def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe", where="grid"):
-    """Every run of the grid (its axes checked by checked_grids), in a stable order: data, method, K, seed."""
-    method_names = _axis(grid, "method", list(methods), path, where)
-    data_names = _axis(grid, "data", list(data), path, where)
-    seeds = _axis(grid, "seed", [1], path, where)
-    shifts = _axis(grid, "K", [None], path, where)
+    """Every run of a grid line ({axis: values}, the axes it gives; their values checked by the
+    schema), in a stable order: data, method, K, seed."""
+    method_names = grid.get("method", list(methods))
+    data_names = grid.get("data", list(data))
+    seeds = grid.get("seed", [1])
+    shifts = grid.get("K", [None])
     for axis, names, known in (("method", method_names, methods), ("data", data_names, data)):
         for name in names:
             if name not in known:

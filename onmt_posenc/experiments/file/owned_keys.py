@@ -2,11 +2,9 @@
 run), a data setting's transforms (for its runs), or no transform reads them."""
 from onmt_posenc.experiments.file.spec import (EXTRAPOLATE_KEYS, INTERPOLATE_KEYS, RUNNER_KEYS, SETTING_TRANSFORMS,
                                                data_setting_keys, fail, shown)
-from onmt_posenc.experiments.file.values import check_option_names
 
 
 def reject_runner_keys(keys, where, path):
-    check_option_names(keys, path, where)
     owned = set(keys) & set(RUNNER_KEYS)
     if owned:
         fail(path, f"{where} sets {sorted(owned)}, which the runner sets for every run")

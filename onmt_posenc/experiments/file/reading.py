@@ -1,17 +1,19 @@
 """The files an experiment is read from, read once and first: the experiment YAML with its
 `--set` overrides, and the recipe it names with the recipe's includes merged (config.include).
-What comes out is plain mappings; the checks of loading and the modules it calls read them
-and never go back to the files."""
+What comes out is plain mappings, which validation checks against the schema; loading and the
+modules it calls read them and never go back to the files."""
 import yaml
 from configargparse import ConfigFileParserException
 
 from onmt_posenc.config.include import merged_mapping, read_yaml
-from onmt_posenc.experiments.file.spec import TOP_KEYS, ExperimentError, fail
-from onmt_posenc.experiments.file.values import check_mapping, check_option_names, check_string
+from onmt_posenc.experiments.file.spec import ExperimentError, fail, shown
+from onmt_posenc.experiments.file.validation import validated
 
 
 def apply_overrides(mapping, overrides, path):
-    """`--set a.b.c=value` on the experiment mapping; the value is read as YAML."""
+    """`--set a.b.c=value` on the experiment mapping, the value read as YAML; the key paths
+    set (tuples), which have no line in the file."""
+    overridden = []
     for override in overrides:
         key, sep, text = override.partition("=")
         if not sep or not key:
@@ -27,36 +29,37 @@ def apply_overrides(mapping, overrides, path):
         except yaml.YAMLError as error:
             problem = str(error).splitlines()[0]
             fail(path, f"--set {override}: the value is not valid YAML ({problem})")
-    return mapping
+        overridden.append(tuple(key.split(".")))
+    return overridden
 
 
 def read_experiment_file(path, overrides):
-    """(the experiment file's mapping with `overrides` applied, its recipe's merged mapping
-    or {} without one)."""
+    """(the experiment file's mapping with `overrides` applied, the key paths they set)."""
     try:
         mapping = read_yaml(path) or {}
     except OSError as error:
         raise ExperimentError(f"cannot read experiment file: {error}") from None
     except ConfigFileParserException as error:  # not UTF-8 or not YAML: the file and line
         raise ExperimentError(str(error)) from None
-    mapping = apply_overrides(check_mapping(mapping, path, "the experiment file"), overrides, path)
-    unknown = set(mapping) - TOP_KEYS
-    if unknown:
-        fail(path, f"unknown keys {sorted(unknown)}; known: {sorted(TOP_KEYS)}")
-    return mapping, _read_recipe(mapping.get("recipe"), path)
+    if not isinstance(mapping, dict):  # refused in the schema's words
+        validated(mapping, path)
+    return mapping, apply_overrides(mapping, overrides, path)
 
 
-def _read_recipe(name, path):
+def read_recipe(name, path):
+    """The recipe's merged mapping ({} without one), `name` relative to the experiment file."""
     if name is None:
         return {}
-    recipe_path = path.resolve().parent / check_string(name, path, "recipe")
+    recipe_path = path.resolve().parent / name
     if not recipe_path.is_file():
         fail(path, f"recipe {name} not found ({recipe_path})")
     try:
         recipe = merged_mapping(recipe_path)
     except ConfigFileParserException as error:  # not YAML, not a mapping, an include missing
         fail(path, f"recipe: {error}")
-    check_option_names(recipe, path, f"recipe {recipe_path}")
+    for key in recipe:
+        if not isinstance(key, str):
+            fail(path, f"recipe {recipe_path}: {shown(key)} is not an option name")
     _reject_recipe_corpus_transforms(recipe, recipe_path, path)
     return recipe
 
@@ -64,10 +67,16 @@ def _read_recipe(name, path):
 def _reject_recipe_corpus_transforms(recipe, recipe_path, path):
     """The runner replaces the recipe's corpora by the data settings' files; what a
     recipe corpus does beyond naming files would be lost without a word."""
-    for name, corpus in check_mapping(recipe.get("data"), path, f"recipe {recipe_path}: data").items():
-        extra = {key: value for key, value in check_mapping(corpus, path, f"recipe {recipe_path}: data.{name}").items()
+    for name, corpus in _mapping(recipe.get("data"), path, f"recipe {recipe_path}: data").items():
+        extra = {key: value for key, value in _mapping(corpus, path, f"recipe {recipe_path}: data.{name}").items()
                  if key not in ("path_src", "path_tgt") and value not in (None, [])}
         if extra:
             fail(path, f"recipe {recipe_path}: corpus {name!r} sets {sorted(extra)}, which the runner would drop "
                         "(it replaces the recipe's corpora by the data settings); use a recipe without them and "
                         "say it in the data setting: `extrapolate: N` or `interpolate: N`")
+
+
+def _mapping(value, path, where):
+    if value is not None and not isinstance(value, dict):
+        fail(path, f"{where} must be a mapping, got {type(value).__name__}")
+    return value or {}

@@ -80,18 +80,8 @@ from onmt_posenc.core.errors import UserError
 from onmt_posenc.core.joining import DEFAULT_SEP
 from onmt_posenc.data.synthetic import SyntheticTask
 
-TOP_KEYS = {"name", "output", "recipe", "settings", "methods", "baseline", "data", "grid", "evaluation", "analyses",
-            "tensorboard"}
-GRID_AXES = {"method", "data", "seed", "K"}
 # The option the grid's K axis sets (SHAPE's K)
 K_OPTION = "shape_max_shift"
-ANALYSES = {
-    "length_buckets": {"sets": None, "width": 10},
-    "shift_invariance": {"set": None, "offsets": [0, 100, 250, 500], "sentences": 200},
-    "swapped": {"set": "concat", "sep": DEFAULT_SEP, "train_examples": 1000},
-    "token_nll": {"set": None, "position_width": 10, "frequency_bins": 4},
-    "position_ablation": {"set": None, "sentences": 200},
-}
 # `--data FOLDER`: OpenNMT-py's quickstart layout, as in its toy-ende data.
 FOLDER_FILES = ("src-train.txt", "tgt-train.txt", "src-val.txt", "tgt-val.txt", "src-test.txt", "tgt-test.txt")
 # Evaluation sets cut to their first lines, to keep translation affordable on a CPU.

@@ -1,0 +1,142 @@
+"""The experiment file's schema, declared once (onmt_posenc.experiments.file.schema): the JSON
+Schema `onmt-posenc schema` prints is the committed one that every committed experiment file
+names for editors and satisfies; a mistake written in a file is named with its line; the key
+tables of docs/experiments.md are the schema's keys. Nothing here trains a model."""
+import json
+import re
+
+import jsonschema
+import pytest
+import yaml
+from conftest import REPO, command, run
+from runner_helpers import experiment_file
+
+from onmt_posenc import experiments
+from onmt_posenc.experiments.file.schema import ANALYSES, DataSettingKeys, EvaluationKeys, ExperimentKeys, SyntheticKeys
+
+EXPERIMENT_FILES = sorted((REPO / "recipes" / "experiments").glob("*.yaml"))
+SCHEMA_LINE = "# yaml-language-server: $schema=schema.json"
+
+
+@pytest.fixture(scope="module")
+def printed_schema():
+    result = run([command("onmt-posenc"), "schema"], cwd=REPO)
+    return json.loads(result.stdout)
+
+
+def test_the_committed_schema_is_the_printed_one(printed_schema):
+    """recipes/experiments/schema.json, which editors read, is what `onmt-posenc schema` prints
+    today: a change of the schema without writing it again fails here."""
+    jsonschema.Draft202012Validator.check_schema(printed_schema)
+    committed = json.loads((REPO / "recipes" / "experiments" / "schema.json").read_text(encoding="utf-8"))
+    assert committed == printed_schema
+
+
+@pytest.mark.parametrize("path", EXPERIMENT_FILES, ids=lambda p: p.name)
+def test_each_committed_experiment_file_names_the_schema_and_satisfies_it(printed_schema, path):
+    text = path.read_text(encoding="utf-8")
+    assert text.splitlines()[0] == SCHEMA_LINE
+    errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+              for e in jsonschema.Draft202012Validator(printed_schema).iter_errors(yaml.safe_load(text))]
+    assert errors == []
+
+
+# Mistakes that the JSON Schema flags in an editor as the loader refuses them (and one that both accept)
+AGREED = [
+    ({"setings": {}}, ".yaml:35: unknown keys ['setings']"),
+    ({"analyses": {"swaped": {}}}, "analyses: unknown analyses ['swaped']"),
+    ({"analyses": {"length_buckets": {"width": 0}}}, "analyses.length_buckets.width: must be >= 1, got 0"),
+    ({"grid": {"seed": [True]}}, "grid.seed: must be integers, got true"),
+    ({"grid": [{"seed": [1]}, {"K": ["ten"]}]}, "grid[1].K: must be integers, got ten"),
+    ({"tensorboard": "yes"}, "tensorboard: must be true or false, got 'yes'"),
+    ({"data": {"toy": {"folder": 5}}}, "data.toy.folder: must be a non-empty string, got 5"),
+    ({"data": {"toy": {"synthetic": {"seed:1": None}}}}, "data.toy.synthetic: unknown keys ['seed:1']"),
+    ({"evaluation": {"average_last": 0}}, "evaluation.average_last: must be >= 1, got 0"),
+    ({"analyses": {"token_nll": None, "swapped": {"sep": "a b"}}},
+     "analyses.swapped.sep: must be one token (a string without spaces), got a b"),
+    ({"analyses": {"token_nll": None}}, None),  # `token_nll:` alone: its defaults
+]
+
+
+@pytest.mark.parametrize("change, message", AGREED, ids=[m or "accepted" for _, m in AGREED])
+def test_the_json_schema_and_the_loader_agree(printed_schema, tmp_path, change, message):
+    path = experiment_file(tmp_path)
+    mapping = {**yaml.safe_load(path.read_text(encoding="utf-8")), **change}
+    path.write_text(yaml.safe_dump(mapping, sort_keys=False), encoding="utf-8")
+    flagged = list(jsonschema.Draft202012Validator(printed_schema).iter_errors(mapping))
+    if message is None:
+        assert flagged == [] and "token_nll" in experiments.load(path).analyses
+        return
+    assert flagged
+    with pytest.raises(experiments.ExperimentError, match=re.escape(message)):
+        experiments.load(path)
+
+
+def test_a_mistake_written_in_the_file_is_named_with_its_line(tmp_path):
+    """FILE:LINE: key: what is wrong, in one line; a value that --set gave has no line."""
+    path = tmp_path / "exp.yaml"
+    path.write_text("methods:\n  ape: {}\ndata:\n  toy:\n    synthetic: {seed: 1}\nanalyses:\n  length_buckets:\n"
+                    "    width: 0\nsetings: {}\n", encoding="utf-8")
+    with pytest.raises(experiments.ExperimentError) as error:
+        experiments.load(path, ["setings=null", "settings={}"])
+    assert str(error.value) == f"{path}: unknown keys ['setings']; known: {list(ExperimentKeys.model_fields)}"
+    path.write_text(path.read_text(encoding="utf-8").replace("setings: {}\n", ""), encoding="utf-8")
+    with pytest.raises(experiments.ExperimentError) as error:
+        experiments.load(path)
+    assert str(error.value) == f"{path}:8: analyses.length_buckets.width: must be >= 1, got 0"
+    with pytest.raises(experiments.ExperimentError) as error:
+        experiments.load(path, ["analyses.length_buckets.width=-2"])
+    assert str(error.value) == f"{path}: analyses.length_buckets.width: must be >= 1, got -2"
+    path.write_text("methods:\n  ape: {}\ndata:\n  toy:\n    synthetic: {seed: 1}\n    extrapolat: 5\n", encoding="utf-8")
+    with pytest.raises(experiments.ExperimentError) as error:
+        experiments.load(path)
+    assert str(error.value) == (f"{path}:6: data.toy: unknown keys ['extrapolat']; "
+                                f"known: {list(DataSettingKeys.model_fields)}")
+
+
+def test_onmt_posenc_run_names_the_line_in_one_line(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text("methods: {ape: {}}\ndata: {toy: {synthetic: {}}}\ngrid:\n  seed: [1, -1]\n", encoding="utf-8")
+    result = run([command("onmt-posenc"), "run", path], cwd=tmp_path, expect_ok=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [f"onmt-posenc run: error: {path}:4: grid.seed: must be >= 0, got -1"]
+
+
+def docs_tables():
+    """docs/experiments.md's tables in order: (header cells, {first cell's key: the row's last cell})."""
+    tables, lines = [], (REPO / "docs" / "experiments.md").read_text(encoding="utf-8").splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("|---"):
+            header = [cell.strip() for cell in lines[index - 1].strip("|").split("|")]
+            rows = {}
+            for row in lines[index + 1:]:
+                if not row.startswith("|"):
+                    break
+                cells = [cell.strip() for cell in row.strip("|").split("|")]
+                key = re.match(r"`(\w+)", cells[0])  # `extrapolate: N` -> extrapolate
+                rows[key.group(1) if key else cells[0]] = cells[-1]
+            tables.append((header, rows))
+    return tables
+
+
+def docs_table(header, nth=0):
+    return [rows for head, rows in docs_tables() if head == header][nth]
+
+
+def test_the_docs_key_tables_are_the_schema_s_keys():
+    """docs/experiments.md's tables name exactly the keys the schema declares, in its order:
+    the file's, a data setting's (with the synthetic task's parameters), the evaluation's, and
+    every analysis' options with their defaults."""
+    assert list(docs_table(["key", "default", "meaning"])) == list(ExperimentKeys.model_fields)
+    data_setting = docs_table(["key", "meaning"])
+    assert list(data_setting) == list(DataSettingKeys.model_fields)
+    assert re.findall(r"`(\w+)`", data_setting["synthetic"].split(";")[0]) == list(SyntheticKeys.model_fields)
+    assert list(docs_table(["key", "default", "meaning"], nth=1)) == list(EvaluationKeys.model_fields)
+    analyses = docs_table(["analysis", "options (defaults)"])
+    assert list(analyses) == list(ANALYSES)
+    for name, options in ANALYSES.items():
+        documented = dict(re.findall(r"`(\w+)` \(((?:[^()]|\([^()]*\))*)\)", analyses[name]))
+        assert list(documented) == list(options), name
+        for option, default in options.items():
+            if default is not None:  # None: the evaluation's sets, said in words
+                assert str(default) in documented[option].replace("`", ""), (name, option)
