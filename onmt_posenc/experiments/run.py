@@ -81,8 +81,10 @@ def main(args):
         print(f"interrupted: finished runs are kept; `{going_on}` goes on", file=sys.stderr)
         return 130
     failed = [r for r in records if r["status"] == "failed"]
-    print(f"{len(records) - len(failed)} run(s) finished, {len(failed)} failed, "
-          f"in {Progress.clock(time.time() - started)}", file=sys.stderr)
+    held = sum(r["status"] == "held" for r in records)
+    print(f"{len(records) - len(failed) - held} run(s) finished, {len(failed)} failed, "
+          + (f"{held} held by another runner, " if held else "") + f"in {Progress.clock(time.time() - started)}",
+          file=sys.stderr)
     for record in failed:
         print(f"  FAILED {record['id']}: {record['error']}{where_its_log_is(record, record['error'])}",
               file=sys.stderr)

@@ -49,9 +49,10 @@ def command_path(name):
     return found
 
 
-def run_logged(name, args, log_path, on_line=None, append=False):
+def run_logged(name, args, log_path, on_line=None, append=False, keep_open=()):
     """Run `name args...`, its stdout and stderr going to `log_path` (after what it
-    holds, with `append`); `on_line` sees each line.
+    holds, with `append`); `on_line` sees each line; `keep_open`: file descriptors the command
+    inherits (a lock it holds too, until it ends, should this process die first).
 
     Raises StockCommandError naming the log when the command fails, and KeyboardInterrupt
     when it was stopped by Ctrl-C or SIGTERM (a scheduler stops the whole job: the command
@@ -65,7 +66,7 @@ def run_logged(name, args, log_path, on_line=None, append=False):
     with open(log_path, "a" if append else "w", encoding="utf-8", buffering=1) as log:
         log.write("$ " + shlex.join(argv) + "\n")  # a path with spaces stays one word (curves reads it)
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   errors="replace")
+                                   errors="replace", pass_fds=keep_open)
         try:
             for line in process.stdout:
                 log.write(line)
@@ -82,10 +83,10 @@ def run_logged(name, args, log_path, on_line=None, append=False):
         raise StockCommandError(name, returncode, log_path)
 
 
-def translate(model, src, output, log_path, config=None):
+def translate(model, src, output, log_path, config=None, keep_open=()):
     """onmt_translate `model` on the file `src` into `output` (options from `config`, a YAML)."""
     args = ["-model", model, "-src", src, "-output", output]
     if config is not None:
         args = ["-config", config, *args]
-    run_logged("onmt_translate", args, log_path)
+    run_logged("onmt_translate", args, log_path, keep_open=keep_open)
     return output

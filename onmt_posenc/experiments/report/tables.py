@@ -20,6 +20,7 @@ def header(report):
     stale = [r for r in report.records if r["status"] == "stale"]
     interrupted = [r for r in report.records if r["status"] == "interrupted"]
     missing = [r for r in report.records if r["status"] == "missing"]
+    worked_on = [r for r in report.records if r.get("runner")]
     report.add(f"# {report.experiment.name}: position methods compared", "",
                f"Experiment file `{report.experiment.path}`, report written "
                f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}. "
@@ -27,7 +28,8 @@ def header(report):
                + (f", {len(failed)} failed" if failed else "")
                + (f", {len(stale)} stale (made with other settings than the file's; left out)" if stale else "")
                + (f", {len(interrupted)} interrupted" if interrupted else "")
-               + (f", {len(missing)} without a result yet" if missing else "") + ".", "",
+               + (f", {len(missing)} without a result yet" if missing else "")
+               + (f", {len(worked_on)} being worked on by a runner now" if worked_on else "") + ".", "",
                "Data settings: " + "; ".join(f"{label}: {report.experiment.data[label].design}"
                                               for label in report.data_settings()) + ".", "")
 
@@ -228,6 +230,8 @@ def runs_table(report):
         bleu = ", ".join(f"{k} {v:.2f}" for k, v in r.get("bleu", {}).items() if shown) or "–"
         note = r.get("error", "") if r["status"] != "finished" else "; ".join(
             f"{k}: {v}" for k, v in r.get("analysis_errors", {}).items())
+        if r.get("runner"):
+            note = f"being worked on now by a runner ({r['runner']})" + (f"; {note}" if note else "")
         log = where_its_log_is(r, note, markdown=True)
         minutes = f"{r['seconds'] / 60:.1f}" if "seconds" in r and shown else "–"
         rows.append([r["id"], r["status"], bleu, minutes, (note + log).replace("|", "/") or "–"])

@@ -2,6 +2,7 @@
 failure, or what it lacks (the records the report and the claims read)."""
 from onmt_posenc.experiments.running import curves
 from onmt_posenc.experiments.running.data_preparation import corpus_files
+from onmt_posenc.experiments.running.locks import held_by
 from onmt_posenc.experiments.running.opennmt_config import run_config
 from onmt_posenc.experiments.running.records import read_stored
 from onmt_posenc.experiments.running.state import STALE, run_state
@@ -9,7 +10,8 @@ from onmt_posenc.experiments.running.store import data_dir, run_dir, run_fields
 
 
 def collect(experiment):
-    """One record per run of the grid: its result, its failure, or status 'missing';
+    """One record per run of the grid: its result, its failure, or status 'missing', with the
+    runner working on it now (`runner`: "pid N on HOST", see locks);
     a result that is not what the experiment file makes now is 'stale' (state.STALE;
     like a failure, left out of every table but the Runs table), with the reason the
     runner gives too."""
@@ -35,6 +37,9 @@ def collect(experiment):
                 _read_analyses(record, directory)
         record.update(run_fields(run))
         record["dir"] = str(directory)
+        holder = held_by(directory)
+        if holder is not None:  # a runner works on it now: what is stored may change any moment
+            record["runner"] = holder
         records.append(record)
     return records
 

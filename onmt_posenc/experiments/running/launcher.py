@@ -37,8 +37,9 @@ class ShardJob:
         runs = spec.shard(experiment.runs, *self.shard)
         records = runner.run_all(experiment, runs, self.command)
         runner.write_shard_record(experiment, self.shard, records)
-        return {"finished": sum(r["status"] != "failed" for r in records),
-                "failed": [r["id"] for r in records if r["status"] == "failed"]}
+        return {"finished": sum(r["status"] == "finished" for r in records),
+                "failed": [r["id"] for r in records if r["status"] == "failed"],
+                "held": [r["id"] for r in records if r["status"] == "held"]}
 
     def checkpoint(self):
         import submitit
@@ -90,8 +91,10 @@ def launch(experiment, experiment_args, args, command):
         try:
             outcome = job.result()
             failed += outcome["failed"]
+            held = outcome["held"]
             print(f"job {job.job_id} (shard {i}/{count}): done, {outcome['finished']} run(s) finished, "
-                  f"{len(outcome['failed'])} failed", file=sys.stderr, flush=True)
+                  f"{len(outcome['failed'])} failed" + (f", {len(held)} held by another runner" if held else ""),
+                  file=sys.stderr, flush=True)
         except Exception as error:  # the job itself broke (not one of its runs): its log says why
             failed.append(f"shard {i}/{count}")
             print(f"job {job.job_id} (shard {i}/{count}) failed: {str(error).strip().splitlines()[-1]}; see "

@@ -30,6 +30,7 @@ from onmt_posenc.experiments.running import curves
 from onmt_posenc.hooks import stock
 from onmt_posenc.model.checkpoints import is_complete
 from onmt_posenc.core.scoring import corpus_bleu, is_joined, split_scores
+from onmt_posenc.experiments.running.locks import LOCK, RunLock, waiting_for
 from onmt_posenc.experiments.running.data_preparation import (corpus_files, longest_training_source, prepare_data,
                                                               prepare_phrases)
 from onmt_posenc.experiments.running.opennmt_config import run_config
@@ -52,17 +53,20 @@ DEVICE = "logs/device_sharing.json"
 class RunExecutor:
     """Everything one run does, step by step; raises on the first failing step."""
 
-    def __init__(self, experiment, run, files, run_dir, progress):
+    def __init__(self, experiment, run, files, run_dir, progress, lock):
         self.experiment, self.run, self.files = experiment, run, files
         self.dir, self.progress = Path(run_dir), progress
         self.logs = self.dir / "logs"
+        # the stock commands hold the run's lock too: one left running by a runner that died
+        # (killed alone, not its process group) keeps the run from the next runner until it ends
+        self.keep_open = (lock.fileno(),)
 
     def stock(self, name, args, log_name, on_line=None, append=False):
-        stock.run_logged(name, args, self.logs / f"{log_name}.log", on_line, append)
+        stock.run_logged(name, args, self.logs / f"{log_name}.log", on_line, append, self.keep_open)
 
     def translate(self, src, output):
         log = self.logs / f"translate_{Path(output).stem}.log"
-        return stock.translate(self.dir / AVERAGED, src, output, log, self.dir / "translate.yaml")
+        return stock.translate(self.dir / AVERAGED, src, output, log, self.dir / "translate.yaml", self.keep_open)
 
     def execute(self, config, resume_from=None):
         """The run from its start, or from the checkpoint `resume_from` on (OpenNMT-py's
@@ -182,9 +186,10 @@ class RunExecutor:
         return score
 
 
-def execute_run(experiment, run, files, progress, command):
+def execute_run(experiment, run, files, progress, command, lock):
     """Run one grid point unless finished, going on from where an interrupted attempt
     stopped; returns its record (finished or failed). What is stored decides (state.run_state).
+    `lock`: the run's (locks.RunLock), which this runner holds.
     Stopped by a signal, it stores where it stopped and `command`, which goes on, and re-raises."""
     directory = run_dir(experiment, run)
     config = run_config(experiment, run, files)
@@ -205,13 +210,15 @@ def execute_run(experiment, run, files, progress, command):
         progress.say(state.why)
         (directory / RESULT).unlink(missing_ok=True)  # unreadable: it, or the failure.json, goes
     resume_from = resume_point(directory, config, progress.say) if directory.exists() else None
-    if resume_from is None and directory.exists():  # nothing to go on from: start clean
-        shutil.rmtree(directory)
+    if resume_from is None and directory.exists():  # nothing to go on from: start clean, but for
+        for path in directory.iterdir():  # the lock this runner holds (a new one would be another's)
+            if path.name != LOCK:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
     directory.mkdir(parents=True, exist_ok=True)
     (directory / FAILURE).unlink(missing_ok=True)
     (directory / INTERRUPTED).unlink(missing_ok=True)
     try:
-        result = RunExecutor(experiment, run, files, directory, progress).execute(config, resume_from)
+        result = RunExecutor(experiment, run, files, directory, progress, lock).execute(config, resume_from)
     except KeyboardInterrupt:  # Ctrl-C or a scheduler's SIGTERM, while training or evaluating: not a failure
         saved = saved_checkpoints(directory)
         interrupted = {**run_fields(run), "status": "interrupted", "step": checkpoint_step(saved[-1]) if saved else None,
@@ -233,21 +240,32 @@ def execute_run(experiment, run, files, progress, command):
 
 def run_all(experiment, runs, command):
     """Execute `runs` in order; returns their records. Data is prepared once per setting.
+    A run another runner holds (locks) is skipped, its record's status "held".
     `command`: the command line that goes on where this one stops (stored with an interrupted run)."""
     progress = Progress(len(runs))
     prepared, records = {}, []
     for index, run in enumerate(runs, 1):
         progress.start_run(index, run.id)
+        lock = RunLock(run_dir(experiment, run))
         unusable = "data"  # what an OSError or ValueError below names: this setting's data, then the run's folder
         try:
-            if run.data not in prepared:
-                prepared[run.data] = prepare_data(experiment.data[run.data], data_dir(experiment, run.data))
-            if needs_target_phrases(run.config):
-                prepare_phrases(prepared[run.data], data_dir(experiment, run.data), progress.say)
+            with waiting_for(data_dir(experiment, run.data)):  # made once, by whichever runner comes first
+                if run.data not in prepared:
+                    prepared[run.data] = prepare_data(experiment.data[run.data], data_dir(experiment, run.data))
+                if needs_target_phrases(run.config):
+                    prepare_phrases(prepared[run.data], data_dir(experiment, run.data), progress.say)
             unusable = f"run folder {run_dir(experiment, run)}"
-            record = execute_run(experiment, run, prepared[run.data], progress, command)
+            holder = lock.acquire()
+            if holder is not None:
+                record = {"id": run.id, "status": "held", "error": f"held by another runner ({holder})", "log": None}
+                progress.say(record["error"])
+                records.append(record)
+                continue
+            record = execute_run(experiment, run, prepared[run.data], progress, command, lock)
         except (OSError, ValueError) as error:
             record = {"id": run.id, "status": "failed", "error": f"{unusable}: {error}", "log": None}
+        finally:
+            lock.release()
         progress.end_run(record["status"])
         if record["status"] == "failed":
             progress.say(f"FAILED: {record['error']}{where_its_log_is(record, record['error'])}")
