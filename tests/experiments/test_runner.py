@@ -427,6 +427,11 @@ def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run
     assert re.search(r"Step\s+4/\s*16;", log)  # counted from 0 again, a new optimizer
     assert json.loads((started / "result.json").read_text())["status"] == "finished"
     assert "warm: INTERPOLATE (interpolate: 2, warm_start: synthetic)" in (output / "report.md").read_text()
+    # provenance in the records alone: the source's record names its model by digest, the warm run's that model
+    source_model = json.loads((source / "result.json").read_text())["model_sha256"]
+    assert source_model == file_digest(source / "averaged.pt")
+    assert json.loads((started / "result.json").read_text())["warm_start"] == {
+        "source": "synthetic/ape/seed1", "from": str(source / "averaged.pt"), "sha256": source_model}
 
     for name in ("result.json", "averaged.pt", "model_step_16.pt"):  # as if killed after update 8's save
         (started / name).unlink()

@@ -1,6 +1,7 @@
 """Fast Shaw and Music Transformer relative attention, fused attention for absolute
 positions: against OpenNMT-py's own MultiHeadedAttention, against direct O(L^2 d)
 computations, in incremental decoding, and through the stock onmt_* commands."""
+import functools
 import importlib.util
 import itertools
 import math
@@ -12,6 +13,8 @@ import onmt  # noqa: F401  (activates the extension)
 import pyonmttok
 import pytest
 import torch
+import built_models
+from built_models import new_model
 from conftest import REPO, TOY_ENDE, build_tiny_vocab, command, head, run, train_tiny
 from onmt import model_builder
 from onmt.bin.train import _get_parser
@@ -19,7 +22,6 @@ from onmt.constants import DefaultTokens
 from onmt.decoders.transformer import TransformerDecoderLayer
 from onmt.modules.multi_headed_attn import MultiHeadedAttention
 from onmt.utils.misc import sequence_mask
-from onmt.utils.parse import ArgumentParser
 from rounding import assert_matches
 
 from onmt_posenc.model.options import resolve_attention_options
@@ -328,15 +330,7 @@ def test_incremental_decoding_matches_full_forward(name):
     assert module.layer_cache[1]["keys"].shape == (2, HEADS, length, DIM // HEADS)
 
 
-def model_options(*args):
-    opt, _ = _get_parser().parse_known_args(
-        ["-data", "{}", "-src_vocab", "unused", "-encoder_type", "transformer", "-decoder_type", "transformer",
-         "-layers", "2", "-heads", str(HEADS), "-hidden_size", str(DIM), "-word_vec_size", str(DIM),
-         "-transformer_ff", "64", "-dropout", "0", "-attention_dropout", "0", *args]
-    )
-    ArgumentParser.update_model_opts(opt)
-    ArgumentParser.validate_model_opts(opt)
-    return opt
+model_options = functools.partial(built_models.model_options, dim=DIM, heads=HEADS)
 
 
 @pytest.fixture(scope="module")
@@ -375,13 +369,6 @@ def test_built_model_keeps_openmt_parameters_and_outputs(vocabs):
     expected, _ = stock(src, tgt, lengths)
     actual, _ = ours(src, tgt, lengths)
     assert_matches(actual, expected)
-
-
-def new_model(opt, vocabs):
-    """A model as onmt_train builds and initializes it for new training (seeded)."""
-    torch.manual_seed(7)
-    train_opt = types.SimpleNamespace(world_size=1, parallel_mode="data_parallel", gpu_ranks=[], gpu=-1)
-    return model_builder.build_model(opt, train_opt, vocabs, None, 0)
 
 
 def test_same_seed_initializes_like_openmt(vocabs, monkeypatch):

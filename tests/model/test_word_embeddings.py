@@ -3,17 +3,15 @@
 through the stock commands (onmt_train, onmt_translate) with their checkpoints. Their
 CTranslate2 export is checked in test_export_ctranslate2.py."""
 import math
-import types
 
 import onmt  # noqa: F401  (activates the extension in this process too)
 import pyonmttok
 import pytest
 import torch
-from conftest import TEST_DATA, command, head, run, train_tiny, build_tiny_vocab
-from onmt import model_builder
-from onmt.bin.train import _get_parser
+import built_models
+from built_models import new_model
+from conftest import TEST_DATA, build_tiny_vocab, command, head, run, train_tiny
 from onmt.constants import DefaultTokens
-from onmt.utils.parse import ArgumentParser
 
 from onmt_posenc.model.options import ModelOptionsError
 from onmt_posenc.model.positions.none import NoPositionEncoding
@@ -22,15 +20,9 @@ DIM, VOCAB = 32, 400
 
 
 def model_options(*args):
-    opt, _ = _get_parser().parse_known_args(
-        ["-data", "{}", "-src_vocab", "unused", "-encoder_type", "transformer", "-decoder_type", "transformer",
-         "-layers", "1", "-heads", "4", "-hidden_size", str(DIM), "-word_vec_size", str(DIM),
-         "-transformer_ff", "64", "-dropout", "0", "-attention_dropout", "0",
-         "-param_init_glorot", "-param_init", "0", *args]
-    )  # fmt: skip
-    ArgumentParser.update_model_opts(opt)
-    ArgumentParser.validate_model_opts(opt)
-    return opt
+    """One layer a stack, param_init_glorot as the recipes have it."""
+    return built_models.model_options("-layers", "1", "-param_init_glorot", "-param_init", "0", *args,
+                                      dim=DIM, heads=4)
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +30,6 @@ def vocabs():
     specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
     vocab = pyonmttok.build_vocab_from_tokens([f"w{i}" for i in range(VOCAB - 4)], special_tokens=specials)
     return {"src": vocab, "tgt": vocab, "data_task": "seq2seq", "decoder_start_token": DefaultTokens.BOS}
-
-
-def new_model(opt, vocabs, seed=7):
-    """A model as onmt_train builds and initializes it for new training (seeded)."""
-    torch.manual_seed(seed)
-    train_opt = types.SimpleNamespace(world_size=1, parallel_mode="data_parallel", gpu_ranks=[], gpu=-1)
-    return model_builder.build_model(opt, train_opt, vocabs, None, 0)
 
 
 def word_tables(model):

@@ -37,7 +37,8 @@ RECORD = {  # result.json, failure.json or interrupted.json
     "curve": Maybe({"valid": Maybe([{"step": int, "ppl": NUMBER, "bleu": Maybe(NUMBER)}])}, null=True),
     "convergence": Maybe({"converged": Maybe(bool, null=True), "why": str}, null=True),
     "analyses": Maybe(Each(str)), "analysis_errors": Maybe(Each(str)), "config": Maybe(dict, null=True),
-    "step": Maybe(int, null=True), "command": Maybe(str), "runner": Maybe(str),
+    "step": Maybe(int, null=True), "command": Maybe(str), "runner": Maybe(str), "model_sha256": Maybe(str),
+    "warm_start": Maybe({"source": str, "from": str, "sha256": str}, null=True),
 }
 FINISHED = {"bleu": Each(NUMBER), "bleu_signature": str, "config": dict}  # besides RECORD
 ANALYSIS_FORMS = {

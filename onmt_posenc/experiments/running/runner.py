@@ -41,7 +41,7 @@ from onmt_posenc.experiments.running.checkpoints import keep_newest, resume_poin
 from onmt_posenc.experiments.running.state import evaluation_of, interrupted_why, run_state, trained_on, training_data_of
 from onmt_posenc.experiments.running.store import (AVERAGED, FAILURE, INTERRUPTED, RESULT, TRAINING_DATA, WARM_START,
                                                    checkpoint_step, data_dir, file_digest, run_dir, run_fields,
-                                                   saved_checkpoints, write_json, write_text_atomically)
+                                                   read_json, saved_checkpoints, write_json, write_text_atomically)
 from onmt_posenc.core.text import read_lines, scan_text
 
 # The seconds onmt_build_vocab took, in the run's folder
@@ -149,12 +149,23 @@ class RunExecutor:
             "device_sharing": read_stored(self.dir / DEVICE)[0] if (self.dir / DEVICE).is_file() else None,
             "longest_training_source": self.longest_source,
             "checkpoints_averaged": [p.name for p in averaged],
+            # the model evaluated, and the one it started from: a run that starts from this one
+            # names it by this digest (provenance of warm starts, in the records alone)
+            "model_sha256": file_digest(self.dir / AVERAGED),
+            "warm_start": self.warm_start_record(),
             # every invocation of the run added up (a resumed run: its earlier attempts too)
             "train_seconds": curve["train_seconds"],
             "seconds": round((vocab_seconds if isinstance(vocab_seconds, (int, float)) else 0)
                              + curve["train_seconds"] + evaluation_seconds, 1),
             "analyses": analyses, "analysis_errors": errors, "config": config,
         }
+
+    def warm_start_record(self):
+        """{source: the run's id, from: the model's path, sha256: its digest as this run started
+        from it} of a warm-started run (None for any other)."""
+        if not (self.dir / WARM_START).is_file():
+            return None
+        return {"source": self.experiment.warm_start_source(self.run).id, **read_json(self.dir / WARM_START)}
 
     def warm_start(self, model):
         """Check that the run this one starts from has finished with the file's settings."""
