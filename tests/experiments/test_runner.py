@@ -331,6 +331,12 @@ def test_the_report_says_how_an_unfinished_run_goes_on(tmp_path):
     assert said == ["an unfinished attempt with another config; starting again"]
     (run_dir(loaded, shape) / "config.yaml").write_text("")
     assert state.start_again_why(run_dir(loaded, shape), configs[shape.id]) == "without a readable config.yaml"
+    # a new run's folder, which holds only the lock the runner took: nothing to say, nothing to go on from
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "runner.lock").write_text("pid 1 on host\n")
+    said = []
+    assert run_checkpoints.resume_point(fresh, configs[ape.id], said.append) is None and said == []
 
 
 def test_a_finished_run_trains_on_when_the_file_asks_for_more_updates(demo, tmp_path):

@@ -30,6 +30,8 @@ def keep_newest(saved, keep):
 def resume_point(directory, config, say):
     """Where an unfinished run goes on from: its newest complete checkpoint, if the run
     was made with this config (or one with fewer updates); None (start clean) otherwise."""
+    if not saved_checkpoints(directory):  # nothing to go on from: a new run's folder holds only
+        return None  # the runner's lock, and an attempt killed before its first save left none
     why = start_again_why(directory, config)
     if why:
         say(f"an unfinished attempt {why}; starting again")
