@@ -20,7 +20,7 @@ from onmt_posenc.experiments.running.store import run_fields
 
 RESULTS = REPO / "recipes" / "experiments" / "results"
 # Every results folder, listed: one gone, or one added without being listed here, fails
-FOLDERS = ["demo", "kftt", "multi30k", "multi30k-questions", "multi30k-scaled", "positions", "small_enja",
+FOLDERS = ["demo", "demo-scaled", "kftt", "multi30k", "multi30k-questions", "multi30k-scaled", "positions", "small_enja",
            "small_enja-scaled"]
 RENDERED = [name for name in FOLDERS if name != "kftt"]  # kftt's batch was stopped: its runs' records, no report
 WRITTEN = re.compile(r"report written \d{4}-\d{2}-\d{2} \d{2}:\d{2}")  # the one line that differs each time
