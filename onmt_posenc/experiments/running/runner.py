@@ -220,7 +220,7 @@ def execute_run(experiment, run, files, progress, command, lock):
     if state.kind in ("unreadable", "more_updates", "evaluated_otherwise"):
         progress.say(state.why)
         (directory / RESULT).unlink(missing_ok=True)  # unreadable: it, or the failure.json, goes
-    resume_from = resume_point(directory, config, progress.say) if directory.exists() else None
+    resume_from = resume_point(directory, config, progress.say)
     if resume_from is None and directory.exists():  # nothing to go on from: start clean, but for
         for path in directory.iterdir():  # the lock this runner holds (a new one would be another's)
             if path.name != LOCK:
