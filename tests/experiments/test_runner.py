@@ -133,6 +133,44 @@ def test_report_from_results_json_alone_writes_its_claims_again(demo, tmp_path):
     assert written["across_runs"]["claims"][0]["measured"] in row and "older code" not in row
 
 
+def test_claims_of_two_batches_side_by_side(demo, tmp_path):
+    """`onmt-posenc claims A/results.json B/results.json`: each batch's claims judged from its
+    results.json alone, a column each; a claim that no batch has the runs for leaves the table."""
+    output, _ = demo
+    written = json.loads((output / "results.json").read_text(encoding="utf-8"))
+    default, controlled = tmp_path / "default", tmp_path / "controlled"
+    default.mkdir()
+    controlled.mkdir()
+    (default / "results.json").write_text(json.dumps(written), encoding="utf-8")
+    for record in written["runs"]:  # the second batch: converged APE and SHAPE, SHAPE's swapped drop far below
+        if record["method"] in ("ape", "shape"):
+            drop = 9.0 if record["method"] == "ape" else 1.0
+            record["curve"]["valid"] = [{"step": 4 * (i + 1), "ppl": ppl} for i, ppl in enumerate([9.0, 6.0, 5.0, 5.0])]
+            record["analysis_results"]["swapped"] = {
+                **record["analysis_results"]["swapped"],
+                "train": {"applicable": True, "original": 30.0, "swapped": 30.0 - drop, "drop": drop, "examples": 10}}
+    (controlled / "results.json").write_text(json.dumps(written), encoding="utf-8")
+    result = run([command("onmt-posenc"), "claims", default / "results.json", controlled / "results.json"],
+                 cwd=tmp_path)
+    assert result.stdout.splitlines()[0] == "| claim | paper | default | controlled |"
+    cells = claims_row(result.stdout, "SHAPE's swapped drop is far below APE's").split(" | ")
+    assert cells[2].startswith("**not measured**: ")
+    assert cells[3].startswith("**yes**: ") and "APE 30.00 -> 21.00 (drop 9.00)" in cells[3]
+    absent = next(line for line in result.stdout.splitlines() if line.startswith("Not in any of these batches: "))
+    assert "SHAPE's BLEU on VANILLA is about APE's" in absent  # the demo has no VANILLA setting
+    assert not any(line.startswith("| SHAPE's BLEU on VANILLA") for line in result.stdout.splitlines())
+    named = run([command("onmt-posenc"), "claims", default / "results.json", controlled / "results.json",
+                 "--label", "OpenNMT-py default", "--label", "controlled scale"], cwd=tmp_path)
+    assert named.stdout.splitlines()[0] == "| claim | paper | OpenNMT-py default | controlled scale |"
+    one_label = run([command("onmt-posenc"), "claims", default / "results.json", controlled / "results.json",
+                     "--label", "default"], cwd=tmp_path, expect_ok=False)
+    assert one_label.returncode == 2
+    assert one_label.stderr == ("onmt-posenc claims: error: 1 --label for 2 RESULTS_JSON: give one per file, "
+                                "or none\n")
+    missing = run([command("onmt-posenc"), "claims", tmp_path / "nowhere.json"], cwd=tmp_path, expect_ok=False)
+    assert missing.returncode == 2 and f"{tmp_path / 'nowhere.json'} cannot be read" in missing.stderr
+
+
 def test_an_interrupted_run_goes_on_from_its_checkpoint_and_finished_runs_are_skipped(demo):
     """SIGTERM after the run's first checkpoint (saved at update 8, before the report at
     12); the same command again resumes it from its newest checkpoint, which it keeps as
