@@ -113,6 +113,12 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
     near = row([ape[1], record("shape", 1, 34.0)] + rpe)
     assert near["held"] == "yes" and "within ±4.24" in near["measured"] and "RPE's 3 seeds" in near["measured"], near
     assert row([ape[1], record("shape", 1, 34.5)] + rpe)["held"] == "no"
+    # two seeds that happen to agree give no spread: 36.675 and 36.681 would call -1.10 "not the same"
+    lucky = [record("ape", 1, 36.675), record("ape", 2, 36.681)]
+    result = row(lucky + [record("shape", 1, 35.57)])
+    assert result["held"] == "not measured" and "no method of the batch has 3 seeds" in result["measured"], result
+    result = row(lucky + [record("ape", 3, 34.9), record("shape", 1, 35.57)])  # a third seed: a spread of 1.03
+    assert result["held"] == "yes" and "within ±2.37" in result["measured"], result
     # a model that has not converged: no verdict, and the reason
     late = record("shape", 1, 30.2, {"converged": False, "why": "valid ppl 5.00 -> 4.50 (-10.0%)"})
     result = row([ape[1], late])

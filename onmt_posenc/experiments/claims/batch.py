@@ -13,8 +13,9 @@ on has not converged (curves.RULE).
 
 "About the same", "better" and "worse" are judged within SPREAD_FACTOR standard errors of the
 difference of two means, from the seeds' spread: the two methods' own where either has
-several seeds, else the spread of the methods of the batch that have (a one-run comparison);
-where no method of the batch has seeds, the claim cannot be judged and is not measured.
+MIN_SEEDS_FOR_SPREAD seeds or more, else the spread of the methods of the batch that have (a
+one-run comparison); where no method of the batch has, the claim cannot be judged and is not
+measured.
 """
 import math
 import statistics
@@ -26,6 +27,10 @@ from onmt_posenc.experiments.running.records import read_analysis
 
 # How close "about the same" is: SPREAD_FACTOR standard errors of the difference (from the seeds' spread).
 SPREAD_FACTOR = 2.0
+# The fewest seeds a spread is taken from: the standard deviation of two values has one degree
+# of freedom, and falls below a fifth of the true one about one time in six (two Multi30k APE
+# seeds scored 36.675 and 36.681, which would have made every difference of 0.01 "not the same").
+MIN_SEEDS_FOR_SPREAD = 3
 
 
 # A method's role, by (encoder, decoder, attention) of its config: the tables' names,
@@ -130,9 +135,9 @@ class Batch:
         return [r["bleu"][eval_set] for r in self.runs.get((data, role), []) if eval_set in r["bleu"]]
 
     def seeded(self, data, eval_set):
-        """{role: its seeds' BLEU} of the roles in `data` with several seeds: the batch's seed spread."""
+        """{role: its seeds' BLEU} of the roles in `data` with enough seeds for a spread: the batch's."""
         scores = {role: self.bleu(data, role, eval_set) for d, role in self.runs if d == data}
-        return {role: values for role, values in scores.items() if len(values) > 1}
+        return {role: values for role, values in scores.items() if len(values) >= MIN_SEEDS_FOR_SPREAD}
 
 
 def mean_cell(values, digits=2, seeds=False):
@@ -154,17 +159,18 @@ def pooled_variance(samples):
 def difference_tolerance(a, b, batch_seeds, digits=2):
     """How far apart two sets of values' means may be and still be "about the same":
     SPREAD_FACTOR standard errors of the difference of means, from the pooled variance of
-    a's and b's seeds where either has several, else of `batch_seeds` ({name: values}, the
-    batch's methods with seeds). Returns (tolerance, the rule in words); tolerance None where
-    nothing has seeds: the comparison cannot be judged."""
-    own = [values for values in (a, b) if len(values) > 1]
+    a's and b's seeds where either has MIN_SEEDS_FOR_SPREAD, else of `batch_seeds` ({name: values},
+    the batch's methods with that many). Returns (tolerance, the rule in words); tolerance None
+    where nothing has: the comparison cannot be judged."""
+    own = [values for values in (a, b) if len(values) >= MIN_SEEDS_FOR_SPREAD]
     if own:
         variance, source = pooled_variance(own), "the seeds' spread"
     elif batch_seeds:
         variance = pooled_variance(list(batch_seeds.values()))
         source = "the batch's seed spread (" + ", ".join(f"{name}'s {len(v)} seeds" for name, v in batch_seeds.items()) + ")"
     else:
-        return None, "cannot be judged: one run each, and no method of the batch has several seeds"
+        return None, (f"cannot be judged: no method of the batch has {MIN_SEEDS_FOR_SPREAD} seeds, the fewest whose "
+                      "spread is taken")
     error = math.sqrt(variance * (1 / len(a) + 1 / len(b)))
     return SPREAD_FACTOR * error, (f"the same if within ±{SPREAD_FACTOR * error:.{digits}f}, {SPREAD_FACTOR:g} standard "
                                    f"errors of the difference from {source}")

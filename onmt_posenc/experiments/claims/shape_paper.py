@@ -108,7 +108,7 @@ def swapped(batch, paper):
 
 def shift_invariance(batch, paper):
     """SHAPE's mean over its seeds at least NEAR_INVARIANT, and APE's below it by more than
-    difference_tolerance of the two (from their seeds' spread: APE needs several seeds)."""
+    difference_tolerance of the two (from their seeds' spread: APE needs MIN_SEEDS_FOR_SPREAD seeds)."""
     claim = f"SHAPE's encoder is near shift-invariant (>= {NEAR_INVARIANT:g}), APE's lower beyond its seeds' spread"
     for data in batch.settings("VANILLA"):
         ape, shape = (batch.analyses(data, role, "shift_invariance") for role in ("APE", "SHAPE"))
