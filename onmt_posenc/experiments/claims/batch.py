@@ -31,6 +31,8 @@ SPREAD_FACTOR = 2.0
 # of freedom, and falls below a fifth of the true one about one time in six (two Multi30k APE
 # seeds scored 36.675 and 36.681, which would have made every difference of 0.01 "not the same").
 MIN_SEEDS_FOR_SPREAD = 3
+# How a claim's measured text starts where the batch lacks what the claim needs (missing()).
+NOT_IN_BATCH = "not in this batch"
 
 
 # A method's role, by (encoder, decoder, attention) of its config: the tables' names,
@@ -219,7 +221,7 @@ def row(claim, paper, measured, held):
 
 
 def missing(claim, paper, what):
-    return row(claim, paper, f"not in this batch ({what})", "not measured")
+    return row(claim, paper, f"{NOT_IN_BATCH} ({what})", "not measured")
 
 
 def unconverged(claim, paper, measured, records):

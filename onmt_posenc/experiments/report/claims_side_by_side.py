@@ -12,11 +12,10 @@ the claims on those are not measured here, as in that batch's own report."""
 from pathlib import Path
 
 from onmt_posenc.experiments.claims import shape_paper
+from onmt_posenc.experiments.claims.batch import NOT_IN_BATCH
 from onmt_posenc.experiments.file.spec import ExperimentError
 from onmt_posenc.experiments.report.results import read_results
 from onmt_posenc.experiments.report.runs import relative_speeds
-
-NOT_IN_BATCH = "not in this batch"  # how a claim's measured text starts when the batch lacks its runs
 
 
 def judged(path):
