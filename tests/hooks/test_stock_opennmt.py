@@ -26,11 +26,12 @@ import pytest
 import torch
 from conftest import TEST_DATA, TOY_ENDE, command, head, run, tiny_transformer, write_yaml
 
-# OpenNMT-py's tests that fail without the extension too, on the packages installed here; each
-# must fail with the extension as well (the comparison below), and this list must stay true.
-FAIL_WITHOUT_THE_EXTENSION = {
+# OpenNMT-py's tests whose outcome is drawn at random on the packages installed here, so that
+# the two runs may end differently by chance alone; each must still run in both.
+RANDOM_OUTCOME = {
     "test_transform.py::TestSubwordTransform::test_sentencepiece":
-        "sentencepiece >= 0.2 segments 'response' as 'po n' where OpenNMT-py's gold (written with 0.1) has 'p on'",
+        "its gold holds one draw of sentencepiece's subword sampling, which sentencepiece 0.2 makes "
+        "differently in each process despite the seed OpenNMT-py sets ('response' as 'p on' or 'po n')",
 }
 STOCK = {"ONMT_POSENC": "stock"}
 
@@ -94,11 +95,12 @@ def outcomes(root, env):
 def test_opennmt_unit_tests_end_as_they_do_without_the_extension(opennmt_suite):
     stock, ours = outcomes(opennmt_suite, STOCK), outcomes(opennmt_suite, {})
     assert len(stock) >= 100  # the whole suite ran: 113 tests in OpenNMT-py 3.5.1
+    assert set(RANDOM_OUTCOME) <= stock.keys() & ours.keys()
     differ = {test: (stock.get(test), ours.get(test)) for test in stock.keys() | ours.keys()
-              if stock.get(test) != ours.get(test)}
+              if stock.get(test) != ours.get(test) and test not in RANDOM_OUTCOME}
     assert not differ, f"(without, with) the extension: {differ}"
     failed = {test for test, outcome in stock.items() if outcome == "failed"}
-    assert failed == set(FAIL_WITHOUT_THE_EXTENSION)
+    assert not failed - set(RANDOM_OUTCOME), "OpenNMT-py's own tests fail without the extension"
     # the tests the extension used to break
     for test in ("test_transform.py::TestSubwordTransform::test_pyonmttok_bpe",
                  "test_translation_server.py::TestServerModel::test_run"):
