@@ -21,7 +21,7 @@ from onmt_posenc.experiments.running.store import run_fields
 RESULTS = REPO / "recipes" / "experiments" / "results"
 # Every results folder, listed: one gone, or one added without being listed here, fails
 FOLDERS = ["demo", "demo-scaled", "embedding-scale", "kftt", "multi30k", "multi30k-questions", "multi30k-scaled",
-           "positions", "small_enja", "small_enja-scaled"]
+           "positions", "positions-scaled", "small_enja", "small_enja-scaled"]
 # kftt's batch was stopped: its runs' records, no report; embedding-scale sets other folders' claims side by side
 RENDERED = [name for name in FOLDERS if name not in ("kftt", "embedding-scale")]
 # embedding-scale's files of `onmt-posenc claims`: the folders whose results.json each judges, its columns' labels
