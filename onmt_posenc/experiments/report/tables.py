@@ -2,13 +2,13 @@
 joined sets, BLEU by training data size, learning curves, training speed and the runs.
 Each section is a function of the report (document.Report) that adds its lines."""
 import datetime
-import math
 import statistics
 
 from onmt_posenc.analysis import plots
 from onmt_posenc.experiments.claims import shape_paper
 from onmt_posenc.experiments.running import curves
-from onmt_posenc.experiments.claims.batch import Batch, compared_set, mean_cell
+from onmt_posenc.experiments.claims.batch import (MIN_SEEDS_FOR_SPREAD, SPREAD_FACTOR, Batch, compared_set,
+                                                  difference_tolerance, mean_cell)
 from onmt_posenc.experiments.running.records import where_its_log_is
 from onmt_posenc.experiments.claims.speeds import describe_machine, speed_machine, timed_runs
 from onmt_posenc.experiments.report.runs import baseline_label
@@ -124,21 +124,24 @@ def data_size_section(report):
         ape, shape = batch.bleu(data, "APE", eval_set), batch.bleu(data, "SHAPE", eval_set)
         pairs = report.experiment.training_pairs.get(data)
         if ape and shape and pairs:
-            spread = math.sqrt(sum(statistics.variance(v) / len(v) for v in (ape, shape) if len(v) > 1))
+            # the claims' rule: one standard error where SPREAD_FACTOR of them is "about the same"
+            tolerance, _ = difference_tolerance(ape, shape, batch.seeded(data, eval_set))
+            spread = tolerance / SPREAD_FACTOR if tolerance is not None else None
             points.append((pairs, data, ape, shape, statistics.mean(shape) - statistics.mean(ape), spread))
     if len(points) < 2:
         return
     points.sort()
     report.add("## SHAPE's difference from APE by training data", "",
                f"{eval_set} BLEU of SHAPE (its K chosen on valid BLEU per setting) minus APE's, on VANILLA "
-               "settings of different sizes; ± one standard error of the difference from the seeds' spread "
-               "(none with one seed each). Only the sizes measured: no line is drawn beyond them.", "")
+               "settings of different sizes; ± one standard error of the difference from the seeds' spread, "
+               f"as the claims take it (none where no method of the setting has {MIN_SEEDS_FOR_SPREAD} seeds). "
+               "Only the sizes measured: no line is drawn beyond them.", "")
     report.table(["data", "training pairs", "APE", "SHAPE", "SHAPE - APE"],
                  [[data, f"{pairs:,}", mean_cell(ape), mean_cell(shape),
-                   f"{difference:+.2f}" + (f" ± {spread:.2f}" if spread else "")]
+                   f"{difference:+.2f}" + (f" ± {spread:.2f}" if spread is not None else "")]
                   for pairs, data, ape, shape, difference, spread in points])
     fig, ax = plots.figure()
-    ax.errorbar([p[0] for p in points], [p[4] for p in points], yerr=[p[5] for p in points], marker="o",
+    ax.errorbar([p[0] for p in points], [p[4] for p in points], yerr=[p[5] or 0 for p in points], marker="o",
                 capsize=4)
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_xscale("log")
