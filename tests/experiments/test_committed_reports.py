@@ -63,10 +63,9 @@ def test_committed_claims_side_by_side_are_what_todays_code_judges(name):
     """embedding-scale's tables of two batches' claims are `onmt-posenc claims` of their
     results.json today: a batch's new run, or a change of the claims' code, fails here until
     the file is written again (the command is in that folder's README)."""
-    batches = [(label, *claims_side_by_side.judged(RESULTS / folder / "results.json"))
-               for label, folder in zip(CONDITIONS, SIDE_BY_SIDE[name])]
+    paths = [RESULTS / folder / "results.json" for folder in SIDE_BY_SIDE[name]]
     committed = (RESULTS / "embedding-scale" / name).read_text(encoding="utf-8")
-    assert committed == "\n".join(claims_side_by_side.side_by_side(batches)) + "\n"
+    assert committed == claims_side_by_side.document(zip(CONDITIONS, paths))
 
 
 def test_a_report_renders_the_same_from_its_results_json_alone(tmp_path):

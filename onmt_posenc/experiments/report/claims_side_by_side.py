@@ -9,6 +9,7 @@ recipes/experiments/results/embedding-scale/) reads off which verdicts the condi
 claims that no batch has the runs for leave the table and are named below it, as are
 analyses a results.json names without their results (written before records held them):
 the claims on those are not measured here, as in that batch's own report."""
+import sys
 from pathlib import Path
 
 from onmt_posenc.experiments.claims import shape_paper
@@ -23,6 +24,11 @@ def judged(path):
     runs that name it without its results})."""
     experiment, records, not_held, _ = read_results(path, Path(path).parent)
     return shape_paper.evaluate(experiment, records, relative_speeds(experiment, records)), not_held
+
+
+def document(labelled_paths):
+    """The Markdown page comparing the batches of [(label, results.json path)]: what the command prints."""
+    return "\n".join(side_by_side([(label, *judged(path)) for label, path in labelled_paths])) + "\n"
 
 
 def side_by_side(batches):
@@ -60,5 +66,5 @@ def main(args):
     if len(labels) != len(args.results):
         raise ExperimentError(f"{len(labels)} --label for {len(args.results)} RESULTS_JSON: give "
                               "one per file, or none")
-    print("\n".join(side_by_side([(label, *judged(path)) for label, path in zip(labels, args.results)])))
+    sys.stdout.write(document(zip(labels, args.results)))
     return 0
