@@ -66,6 +66,8 @@ MISTAKES = [
     (["settings.train_steps=-5"], "settings.train_steps: must be >= 1, got -5"),  # onmt_train: without end
     # onmt_train's config parser drops a key without a value: 100,000 updates
     (["settings.train_steps="], "settings.train_steps: has no value: give it one, or remove the line to use the default"),
+    # `=null` removes a key the file sets; one it does not set is most likely misspelt
+    (["settings.train_step=null"], "--set settings.train_step=null: the file sets no settings.train_step to unset"),
     (["analyses.length_buckets.width=0"], "analyses.length_buckets.width: must be >= 1, got 0"),
     (["analyses.length_buckets.width=-3"], "analyses.length_buckets.width: must be >= 1, got -3"),
     (["analyses.shift_invariance.offsets=[0]"], "analyses.shift_invariance.offsets: must be a list of two or more "

@@ -78,7 +78,7 @@ def test_a_mistake_written_in_the_file_is_named_with_its_line(tmp_path):
     path.write_text("methods:\n  ape: {}\ndata:\n  toy:\n    synthetic: {seed: 1}\nanalyses:\n  length_buckets:\n"
                     "    width: 0\nsetings: {}\n", encoding="utf-8")
     with pytest.raises(experiments.ExperimentError) as error:
-        experiments.load(path, ["setings=null", "settings={}"])
+        experiments.load(path, ["setings={}", "settings={}"])
     assert str(error.value) == f"{path}: unknown keys ['setings']; known: {list(ExperimentKeys.model_fields)}"
     path.write_text(path.read_text(encoding="utf-8").replace("setings: {}\n", ""), encoding="utf-8")
     with pytest.raises(experiments.ExperimentError) as error:
@@ -140,3 +140,16 @@ def test_the_docs_key_tables_are_the_schema_s_keys():
         for option, default in options.items():
             if default is not None:  # None: the evaluation's sets, said in words
                 assert str(default) in documented[option].replace("`", ""), (name, option)
+
+
+def test_set_null_removes_the_files_key_and_the_default_holds(tmp_path):
+    """`--set KEY=null` is the file without that line: the recipe's value or onmt_train's default
+    (how a committed batch made under an earlier version of its file is made again)."""
+    (tmp_path / "recipe.yaml").write_text("train_steps: 9\n", encoding="utf-8")
+    path = tmp_path / "exp.yaml"
+    path.write_text("recipe: recipe.yaml\nmethods:\n  ape: {}\ndata:\n  toy:\n    synthetic: {seed: 1}\n"
+                    "settings:\n  train_steps: 7\n  word_embedding_scale: sqrt_d\n", encoding="utf-8")
+    (run,) = experiments.load(path).runs
+    assert (run.config["train_steps"], run.config["word_embedding_scale"]) == (7, "sqrt_d")
+    (run,) = experiments.load(path, ["settings.word_embedding_scale=null", "settings.train_steps=~"]).runs
+    assert run.config["train_steps"] == 9 and "word_embedding_scale" not in run.config

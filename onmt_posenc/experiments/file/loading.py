@@ -38,7 +38,8 @@ def add_arguments(parser, reporting=False):
                              "runs/<name>-<folder name>")
     parser.add_argument("--output", help="output folder (default: the file's `output`, else runs/<name>)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                        help="override a key of the experiment file, e.g. --set settings.train_steps=100")
+                        help="override a key of the experiment file, e.g. --set settings.train_steps=100; "
+                             "KEY.PATH=null removes the file's key (the recipe's value or the default holds)")
 
 
 def from_arguments(args):

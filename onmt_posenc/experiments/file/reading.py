@@ -12,7 +12,9 @@ from onmt_posenc.experiments.file.validation import validated
 
 def apply_overrides(mapping, overrides, path):
     """`--set a.b.c=value` on the experiment mapping, the value read as YAML; the key paths
-    set (tuples), which have no line in the file."""
+    set (tuples), which have no line in the file. `--set a.b.c=null` removes the file's key, as
+    if its line were deleted (the recipe's value or the option's default then holds); an empty
+    value stays a key without a value, which validation refuses."""
     overridden = []
     for override in overrides:
         key, sep, text = override.partition("=")
@@ -25,10 +27,16 @@ def apply_overrides(mapping, overrides, path):
             if not isinstance(node, dict):
                 fail(path, f"--set {key}: {part} is not a mapping")
         try:
-            node[last] = yaml.safe_load(text)
+            value = yaml.safe_load(text)
         except yaml.YAMLError as error:
             problem = str(error).splitlines()[0]
             fail(path, f"--set {override}: the value is not valid YAML ({problem})")
+        if value is None and text.strip():  # `null` or `~`, written out: unset the key
+            if last not in node:
+                fail(path, f"--set {override}: the file sets no {key} to unset")
+            del node[last]
+            continue
+        node[last] = value
         overridden.append(tuple(key.split(".")))
     return overridden
 
