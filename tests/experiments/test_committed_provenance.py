@@ -4,6 +4,7 @@ and its SHA-256, and the source's own record, in the same results.json or in the
 `sources/` (a source made again for the warm run, beside a VANILLA row made elsewhere), carries
 that SHA-256 as `model_sha256`, with the same method, K and seed. A source never recorded is
 listed here with why; the list is exactly the runs without one."""
+import functools
 import json
 
 import pytest
@@ -18,6 +19,7 @@ UNRECORDED_SOURCES = {
 }
 
 
+@functools.cache  # read once: every warm-started run of the folder looks its source up in them
 def records(folder):
     """The folder's records: results.json's runs, then sources/*/result.json."""
     stored = json.loads((RESULTS / folder / "results.json").read_text(encoding="utf-8"))["runs"]
