@@ -44,7 +44,10 @@ def test_local_launcher_runs_each_shard_as_a_job_and_writes_the_report(local_bat
 
 
 STANDINS = {
-    # submits: the script runs now, in the background, with the variables SLURM gives a job
+    # submits: the script runs now, in the background, with the variables SLURM gives a job. It
+    # runs the copy taken at submission, as SLURM does: as soon as sbatch answers, submitit renames
+    # the file it gave sbatch into the job's folder and only then puts a symlink in its place, so a
+    # job started in between found no script and failed without output (seen once in CI)
     "sbatch": """#!/bin/bash
 script="${@: -1}"
 n=$(( $(cat "$STANDIN/counter" 2>/dev/null || echo 4200) + 1 )); echo $n > "$STANDIN/counter"
@@ -53,7 +56,7 @@ echo "Submitted batch job $n"
 ( export SLURM_JOB_ID=$n SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_NTASKS=1 SLURM_JOB_NUM_NODES=1 \\
          SLURM_JOB_NODELIST=localhost
   echo RUNNING > "$STANDIN/state_$n"
-  bash "$script" > /dev/null 2>&1 && echo COMPLETED > "$STANDIN/state_$n" || echo FAILED > "$STANDIN/state_$n"
+  bash "$STANDIN/job_$n.sh" > /dev/null 2>&1 && echo COMPLETED > "$STANDIN/state_$n" || echo FAILED > "$STANDIN/state_$n"
 ) > /dev/null 2>&1 &
 """,
     # one task: the command, its output where --output and --error say (%j: the job, %t: task 0)
