@@ -35,8 +35,12 @@ def unseen(buckets, max_train_length):
     return [max_train_length is not None and int(bucket.split("-")[0]) > max_train_length for bucket in buckets]
 
 
-def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=None):
-    """One model's BLEU and hypothesis/reference length ratio per bucket of source length."""
+def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=None, nlls=None):
+    """One model's scores per bucket of source length: BLEU with its brevity penalty and
+    n-gram precisions, chrF, the hypothesis/reference length ratio and, given `nlls` (per
+    sentence, the teacher-forced NLL of each gold token: token_nll.token_nlls), the mean NLL
+    of a gold token. The length ratio says where a model stops, the NLL how well it writes
+    what it writes (Varis and Bojar 2021: the drop on unseen lengths follows the hypothesis's)."""
     lengths = [len(line.split()) for line in src_lines]
     if len(hyp_lines) != len(src_lines):
         raise ValueError(f"{len(hyp_lines)} translations for {len(src_lines)} source lines")
@@ -45,14 +49,36 @@ def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=No
     kept = [k for k, m in enumerate(members) if m]
     scores = [corpus_bleu([hyp_lines[i] for i in members[k]], [ref_lines[i] for i in members[k]]) for k in kept]
     buckets = [f"{edges[k][0]}-{edges[k][1]}" for k in kept]
-    return {
+    result = {
         "buckets": buckets,
         "counts": [len(members[k]) for k in kept],
         "max_train_length": max_train_length,
         "unseen": unseen(buckets, max_train_length),
         "bleu": [score.score for score in scores],
         "length_ratio": [score.length_ratio for score in scores],
+        "brevity_penalty": [score.brevity_penalty for score in scores],
+        "precisions": [list(score.precisions) for score in scores],
+        "chrf": [score.chrf for score in scores],
     }
+    if nlls is not None:
+        result["nll"] = [mean_token_nll(nlls[i] for i in members[k]) for k in kept]
+        result["nll_all"] = mean_token_nll(nlls)
+    return result
+
+
+def mean_token_nll(per_sentence):
+    """The mean NLL of a gold token over sentences' per-token NLLs (sentences the model could
+    not score, None, left out)."""
+    total = count = 0
+    for nll in per_sentence:
+        if nll is not None:
+            total, count = total + sum(nll), count + len(nll)
+    return total / count if count else None
+
+
+# the scores bucket_scores gives each bucket, as (key, what it is)
+PER_BUCKET_SCORES = {"bleu": "BLEU", "brevity_penalty": "BLEU's brevity penalty", "chrf": "chrF",
+                     "length_ratio": "hypothesis/reference length", "nll": "NLL of a gold token"}
 
 
 def compare(per_model, baseline=None):
@@ -63,8 +89,10 @@ def compare(per_model, baseline=None):
             raise ValueError(f"{label} was bucketed on other source sentences than {next(iter(per_model))}")
     merged = {key: first[key] for key in ("buckets", "counts", "max_train_length")}
     merged["unseen"] = unseen(first["buckets"], first["max_train_length"])
-    merged["bleu"] = {label: result["bleu"] for label, result in per_model.items()}
-    merged["length_ratio"] = {label: result["length_ratio"] for label, result in per_model.items()}
+    # each score every model has (records made before issue 59 hold BLEU and the length ratio only)
+    for key in PER_BUCKET_SCORES:
+        if all(key in result for result in per_model.values()):
+            merged[key] = {label: result[key] for label, result in per_model.items()}
     if baseline is not None:
         base = merged["bleu"][baseline]
         merged["baseline"] = baseline
@@ -100,6 +128,35 @@ def plot(result, path, title):
         ax.set_xlabel("source length (tokens); shaded: longer than any training example")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    return plots.save(fig, path)
+
+
+def plot_seeds(per_method, path, title):
+    """BLEU and the hypothesis/reference length against source length: one line per method
+    (the mean over its seeds, `per_method`: {label: [bucket_scores of each seed]}, all on the
+    same buckets) in the band from its lowest to its highest seed; the longest training
+    source marked."""
+    first = next(iter(per_method.values()))[0]
+    mids = [sum(int(end) for end in bucket.split("-")) / 2 for bucket in first["buckets"]]
+    fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
+    for ax, (key, ylabel) in zip(axes[0], (("bleu", "BLEU"), ("length_ratio", "hypothesis / reference length"))):
+        for i, (label, seeds) in enumerate(per_method.items()):
+            if any(result["buckets"] != first["buckets"] for result in seeds):
+                raise ValueError(f"{label} was bucketed on other source sentences")
+            columns = list(zip(*(result[key] for result in seeds)))
+            mean = [sum(column) / len(column) for column in columns]
+            ax.plot(mids, mean, marker="o", markersize=3, color=f"C{i}", label=f"{label} ({len(seeds)} seeds)")
+            if len(seeds) > 1:
+                ax.fill_between(mids, [min(c) for c in columns], [max(c) for c in columns], color=f"C{i}", alpha=0.2)
+        if first["max_train_length"] is not None:
+            ax.axvline(first["max_train_length"] + 0.5, color="black", linestyle="--", linewidth=0.8,
+                       label=f"longest training source ({first['max_train_length']})")
+        if key == "length_ratio":
+            ax.axhline(1, color="0.5", linewidth=0.8)
+        ax.set_xlabel("source length (tokens, bucket middle)")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     return plots.save(fig, path)
 

@@ -44,10 +44,11 @@ def group_bounds(n_lines, n, documents=None):
 
 
 def join_segments(segments, sep):
-    """One token list: the segments' tokens with `sep` between segments (empty tokens dropped)."""
+    """One token list: the segments' tokens with `sep` between segments (empty tokens dropped);
+    `sep` None: nothing between them, the sentences run on as one (a plain space in the text)."""
     joined = []
     for i, segment in enumerate(segments):
-        if i:
+        if i and sep is not None:
             joined.append(sep)
         joined.extend(token for token in segment if token)
     return joined
@@ -78,7 +79,8 @@ def check_no_separator(lines, path, sep):
 
 
 def join_lines(lines, n, sep, documents=None):
-    """The INTERPOLATE version of a file's lines: one line per group of n (within documents)."""
+    """The INTERPOLATE version of a file's lines: one line per group of n (within documents);
+    `sep` None joins them with a plain space (see join_segments)."""
     return [" ".join(join_segments([lines[i].split() for i in range(start, end)], sep))
             for start, end in group_bounds(len(lines), n, documents)]
 

@@ -108,12 +108,12 @@ def check_concat_pairs(name, corpus, sep, n):
     """INTERPOLATE's own checks (a line holding the separator, document ids) in the parent
     process. The index is cached per process, so the transform reuses it where it runs here."""
     from onmt_posenc.core.joining import DEFAULT_N, DEFAULT_SEP, DOCIDS_KEY
-    from onmt_posenc.data.transforms import concat_pairs
+    from onmt_posenc.data.transforms import adjacent_lines, concat_pairs
 
     try:
         concat_pairs.corpus_lines(name, corpus["path_src"], corpus["path_tgt"], sep or DEFAULT_SEP, n or DEFAULT_N,
                                   corpus.get(DOCIDS_KEY))
-    except concat_pairs.ConcatPairsError as error:
+    except adjacent_lines.AdjacentLinesError as error:
         raise PreflightError(str(error)) from None
 
 

@@ -207,6 +207,34 @@ def test_length_buckets_marks_unseen_lengths():
     assert result["length_ratio"]["m"] == [1, 1, 1] and result["length_ratio"]["b"] == [0.25, 0.25, 2]
 
 
+def test_length_buckets_score_each_bucket_and_pool_its_token_nlls():
+    src = ["a " * n for n in (3, 12, 25, 25)]
+    refs = ["x y z w"] * 4
+    nlls = [[1.0, 3.0], None, [2.0], [4.0, 4.0, 4.0]]  # per sentence; None: not scored (an empty source)
+    result = length_buckets.bucket_scores(src, refs, ["q"] * 2 + ["x y z w x y z w"] * 2, width=10,
+                                          max_train_length=15, nlls=nlls)
+    # the mean over the bucket's gold tokens, not over its sentences' means
+    assert result["nll"] == [2.0, None, 3.5] and result["nll_all"] == pytest.approx(18 / 6)
+    # "q" stops early: the brevity penalty says so; the doubled line is not penalised
+    assert result["brevity_penalty"][0] < 0.1 and result["brevity_penalty"][2] == 1
+    # clipped counts: the doubled line matches each reference word once of its two
+    assert [len(p) for p in result["precisions"]] == [4, 4, 4] and result["precisions"][2][0] == 50
+    assert result["chrf"][0] < result["chrf"][2]
+    assert length_buckets.mean_token_nll([None]) is None
+
+
+def test_length_plot_over_seeds_draws_a_band_per_method(tmp_path):
+    src = ["a " * n for n in (3, 12, 25, 25)]
+    refs = ["x y z w"] * 4
+    seeds = {label: [length_buckets.bucket_scores(src, refs, hyps, width=10, max_train_length=15)
+                     for hyps in (refs, ["x y"] * 4)] for label in ("ape", "rpe")}
+    path = length_buckets.plot_seeds(seeds, tmp_path / "seeds.png", "two seeds")
+    assert open(path, "rb").read(8) == PNG_MAGIC
+    other = length_buckets.bucket_scores(["a"] * 4, refs, refs, width=10)
+    with pytest.raises(ValueError, match="rpe was bucketed on other source sentences"):
+        length_buckets.plot_seeds({"ape": seeds["ape"], "rpe": [other]}, tmp_path / "bad.png", "bad")
+
+
 def test_token_nll_command_and_comparison(trained):
     out = trained["dir"] / "tokens"
     run([command("onmt-posenc"), "token-nll", "--model-a", trained["shape"], "--model-b", trained["ape"],

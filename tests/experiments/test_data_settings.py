@@ -145,6 +145,84 @@ def test_data_settings_put_their_transforms_on_the_right_corpora(tmp_path):
     assert "| hypothesis/reference length, by source length |" in report  # the length ratio per bucket
 
 
+def test_joined_training_and_long_sets_without_a_separator(tmp_path):
+    """EXTRAPOLATE's remedy (join_training: adjacent capped pairs joined with a plain space in
+    training) and the long evaluation sets (joined_sets: k test sentences per line, a plain
+    space between), through the stock commands on real files; the length analysis scores
+    every bucket of every set with its teacher-forced NLL."""
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    for name, lines in [("train", 400), ("val", 21), ("test", 30)]:
+        for side in ("src", "tgt"):
+            head(TOY_ENDE / f"{side}-{name}.txt", folder / f"{side}-{name}.txt", lines)
+    mapping = yaml.safe_load(DEMO.read_text())
+    mapping["recipe"] = str(DEMO.parent / mapping["recipe"])
+    mapping["data"] = {"short-joined": {"folder": str(folder), "extrapolate": 12, "join_training": 3,
+                                        "joined_sets": [2, 3]}}
+    mapping["grid"] = {"method": ["ape"]}
+    mapping["evaluation"] = {"sets": ["valid", "test", "test-join2", "test-join3"]}
+    mapping["analyses"] = {"length_buckets": {"sets": ["test", "test-join2"], "width": 10}}
+    path = write_yaml(tmp_path / "joined.yaml", mapping)
+    output = tmp_path / "out"
+    run([command("onmt-posenc"), "run", path, "--output", output, *overrides(SCALED_DOWN[:5])], cwd=REPO, timeout=LONG)
+
+    directory = output / "short-joined" / "ape" / "seed1"
+    config = yaml.safe_load((directory / "config.yaml").read_text())
+    assert config["data"]["train"]["transforms"] == ["filtertoolong", "join_adjacent"]
+    assert config["data"]["valid"]["transforms"] == []  # validation on single pairs
+    assert config["join_adjacent_max"] == 3
+    train = {side: read_lines(folder / f"{side}-train.txt") for side in ("src", "tgt")}
+    kept = [s for s, t in zip(train["src"], train["tgt"]) if len(s.split()) <= 12 and len(t.split()) <= 12]
+    # the vocabulary and the sample come from the single capped pairs: the longest training
+    # sentence is what the buckets call seen
+    assert tokens(read_lines(directory / "sample" / "train.sample.src")) == tokens(kept)
+    result = json.loads((directory / "result.json").read_text())
+    assert result["longest_training_source"] == max(len(line.split()) for line in kept)
+    test = read_lines(folder / "src-test.txt")
+    for k in (2, 3):
+        joined = read_lines(output / "data" / "short-joined" / "eval" / f"test-join{k}.src")
+        assert joined == [" ".join(" ".join(test[i:i + k]).split()) for i in range(0, len(test), k)]
+        assert "<sep>" not in " ".join(joined).split()
+        assert result["evaluation"]["sets"][f"test-join{k}"]["joint"] == "space"
+        assert result["bleu"][f"test-join{k}"] >= 0 and f"test-join{k}" not in result["joined"]
+    assert "joint" not in result["evaluation"]["sets"]["test"]
+    buckets = json.loads((directory / "analyses" / "length_buckets.json").read_text())
+    for name in ("test", "test-join2"):
+        scores = buckets[name]
+        assert sum(scores["counts"]) == (30 if name == "test" else 15)
+        for key in ("bleu", "brevity_penalty", "precisions", "chrf", "length_ratio", "nll"):
+            assert len(scores[key]) == len(scores["buckets"]), key
+        assert all(nll > 0 for nll in scores["nll"]) and scores["nll_all"] > 0
+    report = (output / "report.md").read_text(encoding="utf-8")
+    assert "### short-joined / test-join2" in report and "| NLL of a gold token, by source length |" in report
+
+
+def test_train_sample_draws_the_same_random_pairs_in_file_order(tmp_path):
+    from onmt_posenc.experiments.running.data_preparation import corpus_files, prepare_data
+
+    files = {"src": str(TOY_ENDE / "src-val.txt"), "tgt": str(TOY_ENDE / "tgt-val.txt")}
+    data = {"matched": {"train": files, "eval": {"test": files}, "train_sample": 50}}
+    setting = experiments.load(experiment_file(tmp_path, data=data)).data["matched"]
+    made = [prepare_data(setting, tmp_path / f"data{i}") for i in (1, 2)]
+    whole = {side: read_lines(TOY_ENDE / f"{side}-val.txt") for side in ("src", "tgt")}
+    src, tgt = (read_lines(path) for path in made[0]["train"])
+    assert len(src) == len(tgt) == 50 and read_lines(made[1]["train"][0]) == src  # the same draw twice
+    numbers = [whole["src"].index(line) for line in src]
+    assert numbers == sorted(numbers) and numbers != list(range(50))  # in file order, not the first 50
+    assert [whole["tgt"][i] for i in numbers] == tgt  # still pairs
+    assert corpus_files(setting, tmp_path / "data1")["train"] == made[0]["train"]
+    for extra, message in (({"train_pairs": 10}, "train_pairs and train_sample both cut"),
+                           ({"train_sample": 10**6}, None)):
+        data["matched"].update(extra)
+        if message:
+            with pytest.raises(experiments.ExperimentError, match=message):
+                experiments.load(experiment_file(tmp_path, data=data))
+            del data["matched"]["train_pairs"]
+        else:
+            with pytest.raises(ValueError, match=r"train_sample: 1000000 pairs, but .*src-val.txt has 1000 lines"):
+                prepare_data(experiments.load(experiment_file(tmp_path, data=data)).data["matched"], tmp_path / "d3")
+
+
 def test_interpolate_on_the_synthetic_task_joins_its_single_sentences(tmp_path):
     from onmt_posenc.experiments.running.data_preparation import prepare_data
     from onmt_posenc.experiments.running.opennmt_config import run_config

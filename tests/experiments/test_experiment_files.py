@@ -79,10 +79,57 @@ def test_overrides_and_clear_errors(tmp_path):
           "evaluation": {"sets": ["valid"]}}, r"analyses.swapped names \['concat'\], which data.f has no eval set"),
         ({"settings": {"keep_checkpoint": 2}, "evaluation": {"average_last": 3}},
          r"evaluation.average_last: 3 checkpoints, but settings.keep_checkpoint keeps only 2"),
+        # long inputs: joined sets with a plain space, joined training examples
+        ({"data": {"d": {"synthetic": {}, "joined_sets": [2]}}}, r"a synthetic data setting has no files; remove "
+                                                                  r"\['joined_sets'\]"),
+        ({"data": {"f": {"train": {"src": "a", "tgt": "b"}, "eval": {"t": {"src": "a", "tgt": "b"}},
+                         "interpolate": 3, "joined_sets": [2]}}}, "interpolate joins every evaluation set with <sep>"),
+        ({"data": {"f": {"train": {"src": "a", "tgt": "b"}, "joined_sets": [2],
+                         "eval": {"t": {"src": "a", "tgt": "b"}, "t-join2": {"src": "a", "tgt": "b"}}}}},
+         r"data.f.joined_sets makes the sets \['t-join2'\], which eval names already"),
+        ({"data": {"f": {"train": {"src": "a", "tgt": "b"}, "joined_sets": [1],
+                         "eval": {"t": {"src": "a", "tgt": "b"}}}}}, r"data.f.joined_sets\[0\]: must be >= 2, got 1"),
+        ({"data": {"f": {"train": {"src": "a", "tgt": "b"}, "eval": {"t": {"src": "a", "tgt": "b", "joint": "space"}}}}},
+         "data.f.eval.t.joint: space joins nothing without join: N"),
+        ({"data": {"f": {"train": {"src": "a", "tgt": "b"}, "eval": {"t": {"src": "a", "tgt": "b", "joint": "tab"}}}}},
+         "data.f.eval.t.joint"),
+        ({"data": {"d": {"synthetic": {}, "interpolate": 3, "join_training": 2}}},
+         "choose join_training .* or interpolate .*, not both"),
+        ({"settings": {"join_adjacent_max": 3}}, r"settings sets \['join_adjacent_max'\], which no transform of "
+                                                 r"data.small \(VANILLA\) reads: .* declare `join_training: N`"),
+        ({"settings": {"transforms": ["join_adjacent"]}}, "declare `join_training: N` on a data setting"),
     ]:
         with pytest.raises(experiments.ExperimentError, match=message) as error:
             experiments.load(experiment_file(tmp_path, **change))
         assert str(path) in str(error.value)
+
+
+def test_an_experiment_file_includes_another_and_replaces_whole_keys(tmp_path):
+    """`include:` reads the other file first; each top-level key of the including file replaces
+    the included one's whole. Relative paths stay relative to the file that gives them, and a
+    mistake in an included key is reported at that file's line."""
+    base = experiment_file(tmp_path)  # tmp_path/experiment.yaml: methods ape, shape, rpe; data small, long
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "only-ape.yaml").write_text("include: ../experiment.yaml\nname: only-ape\n"
+                                       "grid: {method: [ape], data: [small]}\n", encoding="utf-8")
+    loaded = experiments.load(sub / "only-ape.yaml")
+    assert loaded.name == "only-ape" and [r.id for r in loaded.runs] == ["small/ape/seed1"]
+    assert loaded.runs[0].config["train_steps"] == 10  # settings and the recipe's path from the included file
+    assert loaded.runs[0].config["heads"] == 8
+    assert set(experiments.load(base).data) == set(loaded.data)
+    (sub / "bad.yaml").write_text("include: ../broken.yaml\ngrid: {method: [ape]}\n", encoding="utf-8")
+    (tmp_path / "broken.yaml").write_text("methods:\n  ape: {}\ndata:\n  d:\n    synthetic: {}\n    extrapolate: 0\n",
+                                          encoding="utf-8")
+    with pytest.raises(experiments.ExperimentError,
+                       match=f"{tmp_path / 'broken.yaml'}:6: data.d.extrapolate: must be >= 1"):
+        experiments.load(sub / "bad.yaml")
+    (tmp_path / "loop.yaml").write_text("include: loop.yaml\n", encoding="utf-8")
+    with pytest.raises(experiments.ExperimentError, match="include cycle"):
+        experiments.load(tmp_path / "loop.yaml")
+    (tmp_path / "missing.yaml").write_text("include: nowhere.yaml\n", encoding="utf-8")
+    with pytest.raises(experiments.ExperimentError, match="include: cannot read experiment file"):
+        experiments.load(tmp_path / "missing.yaml")
 
 
 def test_evaluation_sets_are_those_of_the_data_settings_the_grid_uses(tmp_path):
@@ -106,6 +153,7 @@ def test_shards_split_the_runs_without_overlap(tmp_path):
 
 @pytest.mark.parametrize("name, corpus, local_copy", [("demo.yaml", None, None), ("toy_ende.yaml", "toy-ende", TOY_ENDE),
                                                     ("multi30k.yaml", "multi30k", MULTI30K),
+                                                    ("multi30k_extrapolate.yaml", "multi30k", MULTI30K),
                                                     ("positions.yaml", None, None)])
 def test_shipped_experiments_name_known_options_and_existing_files(tmp_path, name, corpus, local_copy):
     """Each shipped experiment loads on the data its own `prepare` command makes (from a local copy here),

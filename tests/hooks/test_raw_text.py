@@ -8,7 +8,7 @@ from conftest import command, run, tiny_transformer, write_yaml
 from onmt.inputters.text_corpus import ParallelCorpus, ParallelCorpusIterator
 from onmt.transforms import TransformPipe
 
-from onmt_posenc.data.transforms.concat_pairs import CorpusLines
+from onmt_posenc.data.transforms.adjacent_lines import CorpusLines
 from onmt_posenc.data.transforms.phrase_boundaries import PhraseFile
 
 # Double spaces, leading and trailing spaces, a tab, a thin space (U+2009) and
@@ -56,7 +56,7 @@ def test_extension_reads_lines_as_the_corpus_reader(tmp_path):
     # A line without tokens stays one empty token, as OpenNMT-py reads an empty line.
     assert [example["src"] for example in examples] == [line.split() or [""] for line in SRC]
     assert [example["tgt"] for example in examples] == [line.split() or [""] for line in TGT]
-    assert CorpusLines("raw", src, tgt, "<sep>", 10).read(0, len(SRC)) == [
+    assert CorpusLines("raw", src, tgt, "<sep>").read(0, len(SRC)) == [
         [example[side] for example in examples] for side in ("src_original", "tgt_original")
     ]
     phrase_lines = [" ".join("0" * len(example["tgt"])) for example in examples]

@@ -12,7 +12,22 @@ from onmt_posenc.experiments.file.spec import COUNT_KEYS, DataSetting, FilePair,
 
 def _file_pair(keys, base):
     ref, docids = ((base / name).resolve() if name else None for name in (keys.ref, keys.docids))
-    return FilePair((base / keys.src).resolve(), (base / keys.tgt).resolve(), ref, keys.lines, keys.join, docids)
+    return FilePair((base / keys.src).resolve(), (base / keys.tgt).resolve(), ref, keys.lines, keys.join, docids,
+                    keys.joint)
+
+
+def _joined_sets(label, eval_sets, counts, path):
+    """Each set that joins nothing, also joined k per line with a plain space for each k of
+    `counts` (`joined_sets`), as <set>-join<k>: inputs longer than any training sentence
+    whose joint every model has seen, unlike INTERPOLATE's <sep> (RESEARCH.md, section 10)."""
+    joined = {}
+    for name, pair in eval_sets.items():
+        for k in (counts if pair.join is None else ()):
+            joined[f"{name}-join{k}"] = dataclasses.replace(pair, join=k, joint="space")
+    clash = sorted(set(joined) & set(eval_sets))
+    if clash:
+        fail(path, f"data.{label}.joined_sets makes the sets {clash}, which eval names already; rename those")
+    return {**eval_sets, **joined}
 
 
 def data_setting(label, keys, base, path, folder=None):
@@ -22,6 +37,9 @@ def data_setting(label, keys, base, path, folder=None):
     design = {key: getattr(keys, key) for key in COUNT_KEYS}
     if design["extrapolate"] and design["interpolate"]:
         fail(path, f"data.{label}: choose extrapolate or interpolate, not both")
+    if design["join_training"] and design["interpolate"]:
+        fail(path, f"data.{label}: choose join_training (a plain space, 1 to N pairs) or interpolate (<sep>, N pairs), "
+                   "not both")
     if design["single_pairs"] and not design["interpolate"]:
         fail(path, f"data.{label}.single_pairs mixes single pairs into joined ones: it needs interpolate")
     if keys.warm_start is not None:
@@ -33,7 +51,7 @@ def data_setting(label, keys, base, path, folder=None):
     if len(sources) != 1:
         fail(path, f"data.{label} needs one of train (with eval), synthetic or folder; got {sources or 'none'}")
     if sources == ["synthetic"]:
-        extra = {"train", "valid", "eval", "train_pairs", "target_language"} & given
+        extra = {"train", "valid", "eval", "train_pairs", "train_sample", "target_language", "joined_sets"} & given
         if extra:
             fail(path, f"data.{label}: a synthetic data setting has no files; remove {sorted(extra)}")
         task = keys.synthetic.task()
@@ -62,11 +80,24 @@ def data_setting(label, keys, base, path, folder=None):
         if design["interpolate"] and pair.join not in (None, design["interpolate"]):
             fail(path, f"data.{label}.eval.{name}.join is {pair.join}, but interpolate joins every "
                         f"evaluation set {design['interpolate']} per line")
+        if pair.joint != "sep" and (design["interpolate"] or pair.join is None):
+            fail(path, f"data.{label}.eval.{name}.joint: {pair.joint} " + (
+                "joins nothing without join: N" if pair.join is None else
+                "under interpolate, which joins every set with <sep> as in training"))
+    if keys.joined_sets:
+        if design["interpolate"]:
+            fail(path, f"data.{label}.joined_sets: interpolate joins every evaluation set with <sep> already; "
+                       "joined_sets is for settings trained on single sentences")
+        eval_sets = _joined_sets(label, eval_sets, keys.joined_sets, path)
     train = _file_pair(keys.train, base)
+    cuts = [key for key, value in (("train.lines", train.lines), ("train_pairs", keys.train_pairs),
+                                   ("train_sample", keys.train_sample)) if value is not None]
+    if len(cuts) > 1:
+        fail(path, f"data.{label}: {' and '.join(cuts)} both cut the training pairs; keep one")
     if keys.train_pairs is not None:
-        if train.lines is not None:
-            fail(path, f"data.{label}: train.lines and train_pairs both cut the training pairs; keep one")
         train = dataclasses.replace(train, lines=keys.train_pairs)
+    if keys.train_sample is not None:
+        train = dataclasses.replace(train, sample=keys.train_sample)
     return DataSetting(
         label,
         train=train,

@@ -55,8 +55,9 @@ def load(path, overrides=(), output=None, data_folder=None):
         mapping.pop("output", None)
         label_by_folder(mapping, Path(data_folder).resolve().name)
     keys = validated(mapping, path, overridden)
-    recipe = read_recipe(keys.recipe, path)
-    base = path.resolve().parent
+    # relative paths: to the file that gives the key (an included file's own folder)
+    recipe = read_recipe(keys.recipe, mapping.origin("recipe", path))
+    base = Path(mapping.origin("data", path)).resolve().parent
     name = keys.name or path.stem
     if data_folder is not None:
         name = f"{name}-{Path(data_folder).resolve().name}"

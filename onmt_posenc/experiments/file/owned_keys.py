@@ -1,7 +1,12 @@
 """Keys that the experiment file sets where something else owns them: the runner (for every
 run), a data setting's transforms (for its runs), or no transform reads them."""
-from onmt_posenc.experiments.file.spec import (EXTRAPOLATE_KEYS, INTERPOLATE_KEYS, RUNNER_KEYS, SETTING_TRANSFORMS,
-                                               data_setting_keys, fail, shown)
+from onmt_posenc.experiments.file.spec import (EXTRAPOLATE_KEYS, INTERPOLATE_KEYS, JOIN_TRAINING_KEYS, RUNNER_KEYS,
+                                               SETTING_TRANSFORMS, data_setting_keys, fail, shown)
+
+# each transform option the runner sets, and the data setting key that makes the runner set it
+TRANSFORM_OPTION_OWNERS = {**dict.fromkeys(EXTRAPOLATE_KEYS, "extrapolate"),
+                           **dict.fromkeys(INTERPOLATE_KEYS, "interpolate"),
+                           **dict.fromkeys(JOIN_TRAINING_KEYS, "join_training")}
 
 
 def reject_runner_keys(keys, where, path):
@@ -35,14 +40,14 @@ def reject_overridden_keys(layers, data, path):
                             f"too; declare `{SETTING_TRANSFORMS[name]}: N` on a data setting instead")
         for setting in reached:
             own = set(data_setting_keys(setting))
-            owned = set(keys) & own
+            owned = sorted(set(keys) & own)
             if owned:
-                fail(path, f"{where} sets {sorted(owned)}, which data.{setting.label}.{setting.kind.lower()} "
+                fail(path, f"{where} sets {owned}, which data.{setting.label}.{TRANSFORM_OPTION_OWNERS[owned[0]]} "
                             "sets for its runs")
-            # read by filtertoolong and concat_pairs only, which the runner puts on EXTRAPOLATE
-            # and INTERPOLATE corpora: anywhere else they would change nothing
-            unread = set(keys) & {*EXTRAPOLATE_KEYS, *INTERPOLATE_KEYS} - own
+            # read by filtertoolong, concat_pairs and join_adjacent only, which the runner puts on
+            # the corpora of the data settings that ask for them: anywhere else they would change nothing
+            unread = sorted(set(keys) & set(TRANSFORM_OPTION_OWNERS) - own)
             if unread:
-                fail(path, f"{where} sets {sorted(unread)}, which no transform of data.{setting.label} "
-                            f"({setting.kind}) reads: it would change nothing; declare `extrapolate: N` or "
-                            "`interpolate: N` on the data setting instead")
+                fail(path, f"{where} sets {unread}, which no transform of data.{setting.label} "
+                            f"({setting.kind}) reads: it would change nothing; declare "
+                            f"`{TRANSFORM_OPTION_OWNERS[unread[0]]}: N` on the data setting instead")

@@ -2,6 +2,8 @@
 `--set` overrides, and the recipe it names with the recipe's includes merged (config.include).
 What comes out is plain mappings, which validation checks against the schema; loading and the
 modules it calls read them and never go back to the files."""
+from pathlib import Path
+
 import yaml
 from configargparse import ConfigFileParserException
 
@@ -41,16 +43,47 @@ def apply_overrides(mapping, overrides, path):
     return overridden
 
 
-def read_experiment_file(path, overrides):
-    """(the experiment file's mapping with `overrides` applied, the key paths they set)."""
+class ExperimentMapping(dict):
+    """An experiment file's mapping, its `include:` chain merged; `origins`: the file each
+    top-level key comes from (its relative paths are relative to that file, and its line is
+    found there)."""
+
+    def __init__(self, mapping, origins):
+        super().__init__(mapping)
+        self.origins = origins
+
+    def origin(self, key, path):
+        return self.origins.get(key, path)
+
+
+def _read_with_includes(path, seen=()):
+    """The file's mapping over the mapping of the file it includes: a whole top-level key at a
+    time (a key this file gives replaces the included file's), as recipes' `include:` does."""
+    path = Path(path).resolve()
+    if path in seen:
+        fail(seen[0], f"include cycle: {' -> '.join(str(p) for p in (*seen, path))}")
     try:
         mapping = read_yaml(path) or {}
     except OSError as error:
-        raise ExperimentError(f"cannot read experiment file: {error}") from None
+        where = f"{seen[-1]}: include: " if seen else ""
+        raise ExperimentError(f"{where}cannot read experiment file: {error}") from None
     except ConfigFileParserException as error:  # not UTF-8 or not YAML: the file and line
         raise ExperimentError(str(error)) from None
     if not isinstance(mapping, dict):  # refused in the schema's words
         validated(mapping, path)
+    included = mapping.pop("include", None)
+    if included is None:
+        return ExperimentMapping(mapping, dict.fromkeys(mapping, path))
+    if not isinstance(included, str) or not included:
+        fail(path, f"include: must name one experiment file, got {shown(included)}")
+    base = _read_with_includes(path.parent / included, (*seen, path))
+    return ExperimentMapping({**base, **mapping}, {**base.origins, **dict.fromkeys(mapping, path)})
+
+
+def read_experiment_file(path, overrides):
+    """(the experiment file's mapping, its includes merged and `overrides` applied: an
+    ExperimentMapping; the key paths the overrides set)."""
+    mapping = _read_with_includes(path)
     return mapping, apply_overrides(mapping, overrides, path)
 
 

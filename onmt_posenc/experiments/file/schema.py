@@ -10,7 +10,7 @@ writes it); its context's `key` is a key of the mapping the message is about, `a
 whose line it names."""
 import dataclasses
 import json
-from typing import Any, ClassVar, Optional, Union
+from typing import Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, create_model, model_validator
 from pydantic_core import PydanticCustomError
@@ -144,6 +144,8 @@ class FilePairKeys(Keys):
     lines: Optional[Count] = Field(None, description="only the first N lines")
     join: Optional[Count] = Field(None, description="INTERPOLATE: N consecutive lines per example")
     docids: Optional[Text] = Field(None, description="one document id per line: joined lines never cross a document")
+    joint: Literal["sep", "space"] = Field("sep", description="with join: what joins the lines, the separator token "
+                                                              "<sep> or a plain space")
 
 
 class _SyntheticRanges(Keys):
@@ -185,6 +187,13 @@ class DataSettingKeys(Keys):
     warm_start: Optional[Text] = Field(None, description="each run starts from the model of its method, K and seed "
                                                          "in this data setting")
     train_pairs: Optional[Count] = Field(None, description="the first N training pairs only")
+    train_sample: Optional[Count] = Field(None, description="N training pairs drawn at random (the same draw for "
+                                                            "every run), in file order")
+    joined_sets: Optional[list[Annotated[int, Field(ge=2)]]] = Field(
+        None, description="every evaluation set that joins nothing is also translated joined k sentences per line "
+                          "with a plain space, as <set>-join<k>, for each k")
+    join_training: Optional[Count] = Field(None, description="each training example joins 1 to N adjacent pairs with a "
+                                                             "plain space, the count drawn per example (join_adjacent)")
     target_language: Optional[Text] = Field(None, description="the target's language code (sacreBLEU's tokenizer)")
     settings: Options = {}
 
@@ -275,6 +284,8 @@ def analysis_keys(name):
 
 class ExperimentKeys(Keys):
     """An experiment file (onmt_posenc.experiments.file.spec shows one with comments)."""
+    include: Optional[Text] = Field(None, description="an experiment file this one starts from: its keys, each "
+                                                      "top-level key this file gives replacing the included one")
     name: Optional[Text] = Field(None, description="the batch's name (default: the file's name)")
     output: Optional[Text] = Field(None, description="output folder (default: runs/<name>)")
     recipe: Optional[Text] = Field(None, description="an OpenNMT-py YAML every run starts from")

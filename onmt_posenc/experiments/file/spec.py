@@ -18,10 +18,13 @@ methods, their data, and how they are evaluated. `onmt-posenc run` executes it.
           valid: {src: dev.en, tgt: dev.de, lines: 500}  # lines: the first N lines only
           test: {src: test.bpe.en, tgt: test.bpe.de, ref: test.de}  # ref: raw text for BLEU
           concat: {src: test.en, tgt: test.de, join: 2}  # join: N sentences per line, with <sep>
+          long: {src: test.en, tgt: test.de, join: 3, joint: space}  # 3 per line, a plain space between
         settings: {}                 # OpenNMT-py keys of this data setting
       extrapolate:
         folder: ../../data/multi30k  # the files of `--data FOLDER` (see folder_data)
         extrapolate: 50              # EXTRAPOLATE: training pairs longer than 50 tokens on either side dropped
+        joined_sets: [2, 3]          # every set that joins nothing also joined 2 and 3 per line with a plain
+                                     # space: valid-join2, test-join2, valid-join3, test-join3 (long inputs)
       interpolate:
         folder: ../../data/multi30k
         interpolate: 10              # INTERPOLATE: 10 adjacent pairs joined with <sep>, in training,
@@ -84,6 +87,8 @@ from onmt_posenc.data.synthetic import SyntheticTask
 K_OPTION = "shape_max_shift"
 # `--data FOLDER`: OpenNMT-py's quickstart layout, as in its toy-ende data.
 FOLDER_FILES = ("src-train.txt", "tgt-train.txt", "src-val.txt", "tgt-val.txt", "src-test.txt", "tgt-test.txt")
+# The draw of `train_sample`: the same pairs for every run and every machine.
+SAMPLE_SEED = 1
 # Evaluation sets cut to their first lines, to keep translation affordable on a CPU.
 FOLDER_VALID_LINES, FOLDER_TEST_LINES = 500, 1000
 # Keys the runner sets in every run's config; an experiment cannot set them.
@@ -94,9 +99,10 @@ RUNNER_TRANSLATE_KEYS = ("model", "src", "output")
 # Keys each data setting's transforms own (see data_setting_keys).
 EXTRAPOLATE_KEYS = ("src_seq_length", "tgt_seq_length")
 INTERPOLATE_KEYS = ("concat_n", "concat_sep")
+JOIN_TRAINING_KEYS = ("join_adjacent_max",)
 # Transforms that the runner puts on the right corpora; in a global `transforms`
 # they would reach the validation corpus too.
-SETTING_TRANSFORMS = {"filtertoolong": "extrapolate", "concat_pairs": "interpolate"}
+SETTING_TRANSFORMS = {"filtertoolong": "extrapolate", "concat_pairs": "interpolate", "join_adjacent": "join_training"}
 
 
 class ExperimentError(UserError, ValueError):
@@ -111,6 +117,13 @@ class FilePair:
     lines: int = None  # only the first `lines` lines
     join: int = None  # INTERPOLATE: `join` consecutive lines per example
     docids: Path = None  # one document id per line: joined lines never cross a document
+    joint: str = "sep"  # what joins them: "sep" (the separator token <sep>) or "space" (a plain space)
+    sample: int = None  # only `sample` lines drawn at random (SAMPLE_SEED), kept in file order
+
+    @property
+    def separator(self):
+        """The token between joined sentences; None: a plain space (joining.join_lines)."""
+        return DEFAULT_SEP if self.joint == "sep" else None
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,7 @@ class DataSetting:
     extrapolate: int = None  # EXTRAPOLATE: the longest training pair kept, in tokens per side
     interpolate: int = None  # INTERPOLATE: sentences joined per example
     single_pairs: int = None  # INTERPOLATE: single training pairs mixed in per joined example
+    join_training: int = None  # each training example joins 1 to N adjacent pairs with a plain space
     warm_start: str = None  # the data setting whose run of the same method, K and seed each run starts from
     target_language: str = None  # chooses the BLEU tokenizer (scoring.bleu_tokenizer); None: from the text
 
@@ -139,18 +153,22 @@ class DataSetting:
         return self.kind + (f" ({', '.join(f'{key}: {value}' for key, value in options.items())})" if options else "")
 
 
-# A data setting's keys that make it EXTRAPOLATE or INTERPOLATE, each a count (see DataSetting)
-COUNT_KEYS = ("extrapolate", "interpolate", "single_pairs")
+# A data setting's keys that make it EXTRAPOLATE or INTERPOLATE, or join its training pairs, each a
+# count (see DataSetting)
+COUNT_KEYS = ("extrapolate", "interpolate", "single_pairs", "join_training")
 
 
 def data_setting_keys(setting):
     """The OpenNMT-py options of a data setting's transforms (see opennmt_config.corpora)."""
+    keys = {}
     if setting.extrapolate:
         # filtertoolong drops a target longer than tgt_seq_length - 2 (room for <s> and </s>)
-        return {"src_seq_length": setting.extrapolate, "tgt_seq_length": setting.extrapolate + 2}
+        keys.update(src_seq_length=setting.extrapolate, tgt_seq_length=setting.extrapolate + 2)
     if setting.interpolate:
-        return {"concat_n": setting.interpolate, "concat_sep": DEFAULT_SEP}
-    return {}
+        keys.update(concat_n=setting.interpolate, concat_sep=DEFAULT_SEP)
+    if setting.join_training:
+        keys.update(join_adjacent_max=setting.join_training)
+    return keys
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ MAPPING = ("model_type", "dict_type")
 
 
 def validated(mapping, path, overridden=()):
-    """The file's keys (an ExperimentKeys) of `mapping`, read from `path`; `overridden`: the
-    key paths (tuples) that `--set` gave, which have no line in the file."""
+    """The file's keys (an ExperimentKeys) of `mapping`, read from `path` (and the files it
+    includes: reading.ExperimentMapping); `overridden`: the key paths (tuples) that `--set`
+    gave, which have no line in the file."""
     try:
         return ExperimentKeys.model_validate(mapping)
     except ValidationError as errors:
@@ -31,9 +32,11 @@ def validated(mapping, path, overridden=()):
         if loc[:1] == ["grid"] and not isinstance(mapping.get("grid"), list):
             del loc[1]  # one mapping of axes, which validation took as a grid of one line
         at = loc + [context["at"]] if "at" in context else loc
-        line = None if any(tuple(at[:len(key)]) == key for key in overridden) else line_of(path, at)
+        # a key from an included file: that file and its line
+        origin = mapping.origin(at[0], path) if at and hasattr(mapping, "origin") else path
+        line = None if any(tuple(at[:len(key)]) == key for key in overridden) else line_of(origin, at)
         what = where(loc) or ("the experiment file" if error["type"] in MAPPING else "")
-        fail(f"{path}:{line}" if line else path, f"{what}: {message(error)}" if what else message(error))
+        fail(f"{origin}:{line}" if line else origin, f"{what}: {message(error)}" if what else message(error))
 
 
 def message(error):

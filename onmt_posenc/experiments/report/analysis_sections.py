@@ -43,16 +43,35 @@ def length_section(report, options):
                                        f"{data} / {name}: by source length (longest training source: {longest})")
             report.add(f"### {data} / {name}", "")
             report.image(path, f"BLEU by source length, {data} {name}")
+            seeds = seeds_by_label(report.records, data, name)
+            if any(len(results) > 1 for results in seeds.values()):  # with one seed each the figure above says it
+                report.image(length_buckets.plot_seeds(seeds, report.plots / f"length_seeds_{data}_{name}.png",
+                                                       f"{data} / {name}: mean of the seeds, lowest to highest "
+                                                       "shaded"), f"BLEU and length by source length over seeds, "
+                                                                  f"{data} {name}")
             # one row per method, one column per bucket: narrow however many methods
             buckets = [b + (" *" if unseen else "") for b, unseen in zip(result["buckets"], result["unseen"])]
-            for title, values, form in (("BLEU", result["bleu"], "{:.1f}"),
-                                        (f"BLEU gain over {base}", result.get("gain", {}), "{:+.1f}"),
-                                        ("hypothesis/reference length", result["length_ratio"], "{:.2f}")):
+            tables = [("BLEU", result["bleu"], "{:.1f}"),
+                      (f"BLEU gain over {base}", result.get("gain", {}), "{:+.1f}"),
+                      *((length_buckets.PER_BUCKET_SCORES[key], result.get(key, {}), form)
+                        for key, form in (("brevity_penalty", "{:.2f}"), ("chrf", "{:.1f}"),
+                                          ("length_ratio", "{:.2f}"), ("nll", "{:.2f}")))]
+            for title, values, form in tables:
                 if values:
                     report.table([f"{title}, by source length", *buckets],
                                  [["sentences", *result["counts"]]]
-                                 + [[label, *(form.format(v) for v in row)] for label, row in values.items()])
+                                 + [[label, *("-" if v is None else form.format(v) for v in row)]
+                                    for label, row in values.items()])
     report.batch["length_buckets"] = results
+
+
+def seeds_by_label(records, data, name):
+    """{label: [the stored length_buckets result on set `name` of each seed]} of a data setting."""
+    seeds = {}
+    for record, stored in per_run([r for r in records if r["data"] == data], "length_buckets"):
+        if name in stored:
+            seeds.setdefault(record["label"], []).append(stored[name])
+    return seeds
 
 
 def swapped_section(report):

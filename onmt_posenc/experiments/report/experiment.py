@@ -34,12 +34,12 @@ def reported(experiment):
 
 
 def training_pairs(setting):
-    """How many training pairs a data setting reads: its cut (`train_pairs`, `lines`), else its
-    training file's lines where the file is at hand; None otherwise (a synthetic task)."""
+    """How many training pairs a data setting reads: its cut (`train_pairs`, `lines`, `train_sample`),
+    else its training file's lines where the file is at hand; None otherwise (a synthetic task)."""
     if setting.train is None:
         return None
-    if setting.train.lines:
-        return setting.train.lines
+    if setting.train.lines or setting.train.sample:
+        return setting.train.lines or setting.train.sample
     if setting.train.src.is_file():
         with open(setting.train.src, "rb") as f:
             return sum(1 for _ in f)

@@ -52,12 +52,17 @@ class RunAnalyses:
         return self._model
 
     def length_buckets(self, options, hyps):
-        from onmt_posenc.analysis import length_buckets
+        """Scores by source length on each set, with the teacher-forced NLL of the gold tokens."""
+        from onmt_posenc.analysis import length_buckets, models, token_nll
 
-        return {name: length_buckets.bucket_scores(read_lines(self.files["eval"][name].src),
-                                                   read_lines(self.files["eval"][name].ref),
-                                                   hyps[name], options["width"], self.longest_source)
-                for name in options["sets"]}
+        results = {}
+        for name in options["sets"]:
+            files = self.files["eval"][name]
+            nlls = token_nll.token_nlls(self.model(), models.read_token_lines(files.src),
+                                        models.read_token_lines(files.tgt))
+            results[name] = length_buckets.bucket_scores(read_lines(files.src), read_lines(files.ref), hyps[name],
+                                                         options["width"], self.longest_source, nlls)
+        return results
 
     def shift_invariance(self, options, hyps):
         from onmt_posenc.analysis import models, shift_invariance

@@ -3,13 +3,14 @@ their `lines`, joined (INTERPOLATE), and where the runner finds them."""
 import dataclasses
 import json
 import os
+import random
 from pathlib import Path
 from typing import NamedTuple
 
 from onmt_posenc.core import joining as interpolate
 from onmt_posenc.core.text import read_lines
 from onmt_posenc.data import chunk_japanese, synthetic
-from onmt_posenc.experiments.file.spec import FilePair
+from onmt_posenc.experiments.file.spec import SAMPLE_SEED, FilePair
 from onmt_posenc.experiments.running.store import file_digest, phrase_file, write_text_atomically
 
 
@@ -26,7 +27,8 @@ def _require_file(path):
 
 def _copy_lines(pair, directory, name, join):
     """The files of `pair` in `directory`, cut to their first `lines` and joined `join` per
-    line, within the documents of its document ids (copied, cut, where not joined)."""
+    line (with <sep> or a plain space, its `joint`), within the documents of its document ids
+    (copied, cut, where not joined)."""
     copies, counts = {}, None
     for side in ("src", "tgt", "ref", *(() if join else ("docids",))):
         source = getattr(pair, side)
@@ -35,14 +37,16 @@ def _copy_lines(pair, directory, name, join):
         _require_file(source)
         whole = read_lines(source)
         lines = whole[: pair.lines]
+        if pair.sample:
+            lines = [whole[i] for i in sample_lines(len(whole), pair.sample, source)]
         if join:
-            if side == "src":
-                interpolate.check_no_separator(lines, source, interpolate.DEFAULT_SEP)
+            if side == "src" and pair.separator is not None:
+                interpolate.check_no_separator(lines, source, pair.separator)
             documents = None
             if pair.docids is not None:
                 _require_file(pair.docids)
                 documents = interpolate.read_docids(pair.docids, len(whole), source)[: len(lines)]
-            lines = interpolate.join_lines(lines, join, interpolate.DEFAULT_SEP, documents)
+            lines = interpolate.join_lines(lines, join, pair.separator, documents)
         if not lines:
             raise ValueError(f"evaluation set {name}: {source} has no lines")
         if copies and len(lines) != counts:
@@ -53,6 +57,14 @@ def _copy_lines(pair, directory, name, join):
     return EvalSet(copies["src"], copies["tgt"], copies.get("ref", copies["tgt"]))
 
 
+def sample_lines(count, size, path):
+    """The line numbers of `train_sample`: `size` of `count` drawn without replacement from
+    SAMPLE_SEED, in file order (the same for every file of a pair, every run and machine)."""
+    if size > count:
+        raise ValueError(f"train_sample: {size} pairs, but {path} has {count} lines; lower it")
+    return sorted(random.Random(SAMPLE_SEED).sample(range(count), size))
+
+
 def corpus_files(setting, directory):
     """The training and validation files of a data setting where prepare_data puts or
     finds them, without writing anything: {"train": (src, tgt), "valid": (src, tgt) or None,
@@ -60,13 +72,13 @@ def corpus_files(setting, directory):
     directory = Path(directory)
 
     def place(pair, name):
-        cut = setting.synthetic is not None or pair.lines
+        cut = setting.synthetic is not None or pair.lines or pair.sample
         return (directory / f"{name}.src", directory / f"{name}.tgt") if cut else (pair.src, pair.tgt)
 
     def documents(pair, name):
         if pair is None or pair.docids is None:
             return None
-        return directory / f"{name}.docids" if pair.lines else pair.docids
+        return directory / f"{name}.docids" if pair.lines or pair.sample else pair.docids
 
     if setting.synthetic is not None:
         return {"train": place(None, "train"), "valid": place(None, "valid"), "docids": {"train": None, "valid": None}}
@@ -99,7 +111,7 @@ def prepare_data(setting, directory):
         setting = dataclasses.replace(setting, train=generated("train"), valid=generated("valid"),
                                       eval_sets={name: generated(name) for name in synthetic.EVAL_SETS})
     for name, pair in (("train", setting.train), ("valid", setting.valid)):
-        if pair is not None and pair.lines:
+        if pair is not None and (pair.lines or pair.sample):
             _copy_lines(pair, directory, name, None)
     files = corpus_files(setting, directory)
     for path in [*(path for part in ("train", "valid") for path in files[part] or ()),
@@ -130,7 +142,8 @@ def prepare_phrases(files, directory, say):
 def longest_training_source(directory):
     """The longest source a run trained on, in tokens, from the training corpus that
     `onmt_build_vocab -dump_samples` wrote as the transforms made it (after
-    EXTRAPOLATE's filter, INTERPOLATE's joining and any tokenization)."""
+    EXTRAPOLATE's filter, INTERPOLATE's joining and any tokenization; under join_training,
+    the single pairs before joining: see RunExecutor.execute)."""
     samples = sorted(Path(directory, "sample").glob("*.src"))
     if not samples:
         raise FileNotFoundError(f"no training samples in {Path(directory, 'sample')}; onmt_build_vocab writes "

@@ -12,7 +12,8 @@ def corpora(setting, files, transforms, phrases=None):
     """The `data` of a run's OpenNMT-py config: the setting's files with its transforms
     after the config's own `transforms` (tokenization, say). EXTRAPOLATE filters the
     training corpus only (dev unchanged, as in the paper); INTERPOLATE joins the
-    training and the validation corpus; with `single_pairs: W`, the training files are
+    training and the validation corpus; `join_training` joins adjacent training pairs (the
+    validation corpus stays single pairs); with `single_pairs: W`, the training files are
     also read as a second corpus of single pairs, W of them drawn per joined example
     (OpenNMT-py's corpus weights W:1, about as many tokens of each when W is the number
     joined). On a small corpus a Transformer trained on joined pairs alone may never learn
@@ -23,6 +24,8 @@ def corpora(setting, files, transforms, phrases=None):
     plain, train, valid = list(transforms), list(transforms), list(transforms)
     if setting.extrapolate:
         train.append("filtertoolong")
+    if setting.join_training:  # after the filter: only pairs within the cap are joined
+        train.append("join_adjacent")
     if setting.interpolate:
         train.append("concat_pairs")
         valid.append("concat_pairs")

@@ -42,8 +42,11 @@ RECORD = {  # result.json, failure.json or interrupted.json
 }
 FINISHED = {"bleu": Each(NUMBER), "bleu_signature": str, "config": dict}  # besides RECORD
 ANALYSIS_FORMS = {
+    # brevity_penalty to nll: records made since issue 59 (nll: None where no sentence was scored)
     "length_buckets": Each({"buckets": [str], "counts": [int], "max_train_length": Maybe(int, null=True),
-                            "bleu": [NUMBER], "length_ratio": [NUMBER]}),
+                            "bleu": [NUMBER], "length_ratio": [NUMBER], "brevity_penalty": Maybe([NUMBER]),
+                            "precisions": Maybe([[NUMBER]]), "chrf": Maybe([NUMBER]),
+                            "nll": Maybe([Maybe(NUMBER, null=True)]), "nll_all": Maybe(NUMBER, null=True)}),
     "shift_invariance": {"offsets": [int], "matrix": [[NUMBER]], "mean_off_diagonal": NUMBER,
                          "absolute_positions": bool},
     "position_ablation": {"removed_from": [str], "encoder_cosine": NUMBER, "decoder_cosine": NUMBER,
@@ -123,8 +126,10 @@ def analysis_problem(name, stored):
                 return f"{where}.{missing[0]}: missing"
     if name == "length_buckets":
         for where, result in stored.items():
-            if any(len(result[key]) != len(result["buckets"]) for key in ("counts", "bleu", "length_ratio")):
-                return f"{where}: counts, bleu and length_ratio must have one value per bucket"
+            per_bucket = [key for key in ("counts", "bleu", "length_ratio", "brevity_penalty", "precisions", "chrf", "nll")
+                          if key in result]
+            if any(len(result[key]) != len(result["buckets"]) for key in per_bucket):
+                return f"{where}: {', '.join(per_bucket)} must have one value per bucket"
     if name == "shift_invariance":
         size = len(stored["offsets"])
         if not size or len(stored["matrix"]) != size or any(len(row) != size for row in stored["matrix"]):

@@ -78,8 +78,12 @@ class RunExecutor:
             write_json(self.dir / TRAINING_DATA, training_data_of(config))
             self.progress.say("build vocabulary")
             # -dump_samples: the training corpus as the transforms made it, in sample/, to check what was trained on
-            self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples"],
-                       "build_vocab")
+            # join_training: from the single pairs (join_adjacent_max 1), so that the vocabulary is the one
+            # the same setting without joining builds, and the sample's longest source is the longest
+            # training sentence: what the analyses' buckets call seen
+            single = ["-join_adjacent_max", "1"] if self.experiment.data[self.run.data].join_training else []
+            self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples",
+                                            *single], "build_vocab")
             # kept for the run's wall time when a later invocation finishes it
             write_json(self.dir / VOCAB_SECONDS, round(time.time() - started, 1))
         write_text_atomically(self.dir / "translate.yaml", yaml.safe_dump(self.experiment.translate, sort_keys=False))
@@ -315,6 +319,9 @@ def check_data_files(experiment, runs):
                 raise ExperimentError(
                     f"{experiment.path}: data.{label}.{key}: {pair.lines}, but {pair.src} has {lines} lines; "
                     "lower it, or leave it out for the whole file")
+            if pair.sample and lines < pair.sample:
+                raise ExperimentError(f"{experiment.path}: data.{label}.train_sample: {pair.sample}, but {pair.src} "
+                                      f"has {lines} lines; lower it, or leave it out for the whole file")
 
 
 def write_shard_record(experiment, shard, records):

@@ -138,7 +138,10 @@ def evaluation_of(experiment, setting):
                    "lines": pair.lines, "join": setting.interpolate or pair.join,
                    # the documents that bound joined lines
                    **({"docids": file_digest(pair.docids)} if pair.docids and (setting.interpolate or pair.join)
-                      else {})}
+                      else {}),
+                   # a plain space (joined_sets) instead of <sep>; recorded only then, as records made
+                   # before the key existed joined with <sep>
+                   **({"joint": pair.joint} if pair.joint != "sep" else {})}
             for name, pair in setting.eval_sets.items() if pair is not None}  # synthetic: generated later
     # which GPU translates (`gpu`) is the machine's, as gpu_ranks is in settings_of
     translate = {key: value for key, value in experiment.translate.items() if key != "gpu"}
