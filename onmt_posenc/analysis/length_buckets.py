@@ -47,23 +47,35 @@ def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=No
     edges = bucket_edges(lengths, width, max_train_length)
     members = [[i for i, n in enumerate(lengths) if first <= n <= last] for first, last in edges]
     kept = [k for k, m in enumerate(members) if m]
-    scores = [corpus_bleu([hyp_lines[i] for i in members[k]], [ref_lines[i] for i in members[k]]) for k in kept]
+    groups = [members[k] for k in kept]
     buckets = [f"{edges[k][0]}-{edges[k][1]}" for k in kept]
-    result = {
-        "buckets": buckets,
-        "counts": [len(members[k]) for k in kept],
-        "max_train_length": max_train_length,
-        "unseen": unseen(buckets, max_train_length),
-        "bleu": [score.score for score in scores],
-        "length_ratio": [score.length_ratio for score in scores],
-        "brevity_penalty": [score.brevity_penalty for score in scores],
-        "precisions": [list(score.precisions) for score in scores],
-        "chrf": [score.chrf for score in scores],
-    }
+    result = {"buckets": buckets, "counts": [len(group) for group in groups], "max_train_length": max_train_length,
+              "unseen": unseen(buckets, max_train_length),
+              **group_scores(groups, hyp_lines, ref_lines, nlls)}
     if nlls is not None:
-        result["nll"] = [mean_token_nll(nlls[i] for i in members[k]) for k in kept]
         result["nll_all"] = mean_token_nll(nlls)
+    if max_train_length is not None:
+        # every sentence of the lengths seen in training, and of those longer, as one corpus each
+        split = {name: lines for name, lines in (("seen", [i for i, n in enumerate(lengths) if n <= max_train_length]),
+                                                 ("unseen", [i for i, n in enumerate(lengths) if n > max_train_length]))
+                 if lines}
+        pooled = group_scores(list(split.values()), hyp_lines, ref_lines, nlls)
+        result["by_training_length"] = {name: {"count": len(lines), **{key: values[j] for key, values in pooled.items()}}
+                                        for j, (name, lines) in enumerate(split.items())}
     return result
+
+
+def group_scores(groups, hyp_lines, ref_lines, nlls=None):
+    """{score: [one value per group of sentence numbers]}: each group scored as one corpus."""
+    scores = [corpus_bleu([hyp_lines[i] for i in group], [ref_lines[i] for i in group]) for group in groups]
+    values = {"bleu": [score.score for score in scores],
+              "length_ratio": [score.length_ratio for score in scores],
+              "brevity_penalty": [score.brevity_penalty for score in scores],
+              "precisions": [list(score.precisions) for score in scores],
+              "chrf": [score.chrf for score in scores]}
+    if nlls is not None:
+        values["nll"] = [mean_token_nll(nlls[i] for i in group) for group in groups]
+    return values
 
 
 def mean_token_nll(per_sentence):

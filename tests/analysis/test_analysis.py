@@ -221,6 +221,14 @@ def test_length_buckets_score_each_bucket_and_pool_its_token_nlls():
     assert [len(p) for p in result["precisions"]] == [4, 4, 4] and result["precisions"][2][0] == 50
     assert result["chrf"][0] < result["chrf"][2]
     assert length_buckets.mean_token_nll([None]) is None
+    # the lengths seen in training (<= 15) and the longer ones, each scored as one corpus
+    split = result["by_training_length"]
+    assert (split["seen"]["count"], split["unseen"]["count"]) == (2, 2)
+    assert split["seen"]["nll"] == 2.0 and split["unseen"]["nll"] == 3.5
+    assert split["unseen"]["length_ratio"] == 2 and split["unseen"]["precisions"][0] == 50
+    assert "by_training_length" not in length_buckets.bucket_scores(src, refs, refs, width=10)
+    assert list(length_buckets.bucket_scores(src, refs, refs, width=10, max_train_length=30)["by_training_length"]) \
+        == ["seen"]
 
 
 def test_length_plot_over_seeds_draws_a_band_per_method(tmp_path):
