@@ -21,6 +21,19 @@ def tokens(lines):
     return [line.split() for line in lines]
 
 
+def toy_folder_and_demo(tmp_path):
+    """A folder of real toy-ende lines in OpenNMT-py's layout (400 training pairs, 21 valid, 30
+    test), and the demo experiment's mapping to point at it."""
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    for name, lines in [("train", 400), ("val", 21), ("test", 30)]:
+        for side in ("src", "tgt"):
+            head(TOY_ENDE / f"{side}-{name}.txt", folder / f"{side}-{name}.txt", lines)
+    mapping = yaml.safe_load(DEMO.read_text())
+    mapping["recipe"] = str(DEMO.parent / mapping["recipe"])
+    return folder, mapping
+
+
 def test_data_folder_names_the_generated_tasks_setting(tmp_path):
     """`--data DIR` on the demo: its setting of the generated task reads DIR, and is named after it."""
     folder = tmp_path / "my-corpus"
@@ -79,13 +92,7 @@ def test_a_recipe_whose_corpora_have_transforms_is_refused(tmp_path, recipe):
 def test_data_settings_put_their_transforms_on_the_right_corpora(tmp_path):
     """EXTRAPOLATE (filtertoolong on training only) and INTERPOLATE (concat_pairs on training
     and validation, every evaluation set joined) through the stock commands, on real files."""
-    folder = tmp_path / "toy"
-    folder.mkdir()
-    for name, lines in [("train", 400), ("val", 21), ("test", 30)]:
-        for side in ("src", "tgt"):
-            head(TOY_ENDE / f"{side}-{name}.txt", folder / f"{side}-{name}.txt", lines)
-    mapping = yaml.safe_load(DEMO.read_text())
-    mapping["recipe"] = str(DEMO.parent / mapping["recipe"])
+    folder, mapping = toy_folder_and_demo(tmp_path)
     mapping["data"] = {"short": {"folder": str(folder), "extrapolate": 12},
                        "joined": {"folder": str(folder), "interpolate": 3}}
     # SHAPE only where the speed column is read: three runs, not four
@@ -150,13 +157,7 @@ def test_joined_training_and_long_sets_without_a_separator(tmp_path):
     training) and the long evaluation sets (joined_sets: k test sentences per line, a plain
     space between), through the stock commands on real files; the length analysis scores
     every bucket of every set with its teacher-forced NLL."""
-    folder = tmp_path / "toy"
-    folder.mkdir()
-    for name, lines in [("train", 400), ("val", 21), ("test", 30)]:
-        for side in ("src", "tgt"):
-            head(TOY_ENDE / f"{side}-{name}.txt", folder / f"{side}-{name}.txt", lines)
-    mapping = yaml.safe_load(DEMO.read_text())
-    mapping["recipe"] = str(DEMO.parent / mapping["recipe"])
+    folder, mapping = toy_folder_and_demo(tmp_path)
     mapping["data"] = {"short-joined": {"folder": str(folder), "extrapolate": 12, "join_training": 3,
                                         "joined_sets": [2, 3]}}
     mapping["grid"] = {"method": ["ape"]}
