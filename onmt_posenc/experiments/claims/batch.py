@@ -258,7 +258,7 @@ class Difference(NamedTuple):
     def figures(self, sides, bound=None):
         """The numbers the row states, for results.json: estimate, margin, the bound read, df, seeds."""
         figures = {"estimate": self.estimate, "means": [statistics.mean(self.one), statistics.mean(self.other)],
-                   "seeds": [len(self.one), len(self.other)]}
+                   "seeds": [len(self.one), len(self.other)], **({"scale": self.scale} if self.scale != 1 else {})}
         if self.spread is None:
             return figures
         figures.update(margin=self.margin(sides), sides=sides, df=self.spread.df, t=t_quantile(self.spread.df, sides))
