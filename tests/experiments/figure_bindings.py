@@ -5,11 +5,12 @@ A binding comment, `<!-- figures: FIGURE = REFERENCE; FIGURE = REFERENCE; ... --
 order the figures of the text between the previous binding comment (or the top of the page)
 and itself: the first entry the first figure, and so on, each entry naming the figure as the
 text shows it. Entries are split at ';' and at line ends; a line `with SUBJECT: FIGURE =
-.field; ...` binds its entries that start with '.' to fields of SUBJECT. A REFERENCE is a
+.field; ...` binds its entries that start with '.' or '[' to fields of SUBJECT. A REFERENCE is a
 Python expression over the records of a results folder:
 
     run("vanilla/ape/seed1").bleu.test                 a run of results.json, a field
     mean(runs("vanilla/ape/seed*").bleu.test)          its seeds (a glob of run ids): mean, sd, min, max
+    mean(run("a").bleu.test, run("b").bleu.test)       of values given one by one
     run("vanilla/rpe/seed1").bleu.test - mean(runs("vanilla/ape/seed*").bleu.test)
     claim("RPE's BLEU on VANILLA").figures.margin      a claims row as today's code judges results.json,
                                                        by how its claim starts
@@ -105,8 +106,7 @@ class Node:
 
 
 class Many:
-    """A JSON list, or the runs of a glob: [index], .at(field=value) for the one element with
-    that value, and a field of every element (for mean, sd, min, max)."""
+    """A JSON list: [index], and .at(field=value) for the one element with that value."""
 
     def __init__(self, values, where):
         self._values, self._where = values, where
@@ -117,14 +117,7 @@ class Many:
         return wrap(self._values[index], f"{self._where}[{index}]")
 
     def __getattr__(self, key):
-        return Many([element[key] for element in self._elements(key)], f"{self._where}.{key}")
-
-    def _elements(self, key):
-        lacking = [i for i, element in enumerate(self._values) if not isinstance(element, dict) or key not in element]
-        if lacking or not self._values:
-            raise BindingError(f"{self._where}: {'no elements' if not self._values else f'element {lacking[0]}'} "
-                               f"without {key!r}")
-        return self._values
+        raise BindingError(f"{self._where} is a list: [index] or .at(field=value), not .{key}")
 
     def at(self, **fields):
         found = [element for element in self._values
@@ -132,6 +125,23 @@ class Many:
         if len(found) != 1:
             raise BindingError(f"{self._where}: {len(found)} elements with {fields}, not one")
         return wrap(found[0], f"{self._where}.at({fields})")
+
+
+class Each:
+    """The runs of a glob, and what is read from each: every field, [index], .at() and
+    .number() is read from each of them; mean, sd, min and max take the values."""
+
+    def __init__(self, values):
+        self._values = values
+
+    def __getattr__(self, name):
+        return Each([getattr(value, name) for value in self._values])
+
+    def __getitem__(self, index):
+        return Each([value[index] for value in self._values])
+
+    def __call__(self, *args, **kwargs):
+        return Each([value(*args, **kwargs) for value in self._values])
 
     def __iter__(self):
         return iter(self._values)
@@ -207,7 +217,7 @@ def namespace(records, folder):
         found = [r for r in runs_of(where) if fnmatch.fnmatchcase(r["id"], pattern)]
         if not found:
             raise BindingError(f"{where}/results.json has no run {pattern!r}")
-        return Many(found, f"runs({name!r})")
+        return Each([Node(r, f"run({where}:{r['id']!r})") for r in found])
 
     def claim(name):
         where, start = split(name)
@@ -240,7 +250,7 @@ def namespace(records, folder):
 
 def _over_many(function):
     def applied(*values):
-        values = list(values[0]) if len(values) == 1 and isinstance(values[0], Many) else list(values)
+        values = list(values[0]) if len(values) == 1 and isinstance(values[0], Each) else list(values)
         return function(values) if function is not abs else abs(values[0])
     return applied
 
@@ -279,7 +289,7 @@ def _split_outside_quotes(text, separators):
 def entries(body):
     """[(figure, reference)] of a binding comment's body: entries split at ';' and at line ends;
     a line `with SUBJECT: FIGURE = .field; ...` prefixes the references of its entries that
-    start with '.' with SUBJECT."""
+    start with '.' or '[' with SUBJECT."""
     found = []
     for line in body.splitlines():
         subject = None
@@ -293,9 +303,9 @@ def entries(body):
             if not equals:
                 raise BindingError(f"{part!r}: an entry is FIGURE = REFERENCE")
             reference = reference.strip()
-            if reference.startswith("."):
+            if reference.startswith((".", "[")):
                 if subject is None:
-                    raise BindingError(f"{part!r}: a reference starting with '.' needs a `with SUBJECT:` line")
+                    raise BindingError(f"{part!r}: a reference starting with '.' or '[' needs a `with SUBJECT:` line")
                 reference = subject + reference
             found.append((figure.strip(), reference))
     return found

@@ -354,8 +354,10 @@ def missing(claim, paper, what):
     return row(claim, paper, f"{NOT_IN_BATCH} ({what})", "not measured")
 
 
-def unconverged(claim, paper, measured, records):
+def unconverged(claim, paper, measured, records, figures=None):
+    """The row "not measured" where a model of `records` has not converged (its figures still
+    shown), else None."""
     waiting = not_converged(records)
     if waiting:
-        return row(claim, paper, f"{measured}; not converged: {'; '.join(waiting)}", "not measured")
+        return row(claim, paper, f"{measured}; not converged: {'; '.join(waiting)}", "not measured", figures)
     return None

@@ -22,8 +22,8 @@ def compare(batch, claim, paper, role, against, rule):
     measured = (f"{batch.where(found.data, role, against)}, {found.eval_set}: {role} "
                 f"{mean_cell(difference.one, seeds=True)} vs {against} {mean_cell(difference.other, seeds=True)}; "
                 f"{words}")
-    return (unconverged(claim, paper, measured, batch.runs[(found.data, role)] + batch.runs[(found.data, against)])
-            or row(claim, paper, measured, held, figures))
+    return (unconverged(claim, paper, measured, batch.runs[(found.data, role)] + batch.runs[(found.data, against)],
+                        figures) or row(claim, paper, measured, held, figures))
 
 
 def decaying_mask_without_training(batch, paper):

@@ -70,7 +70,7 @@ def unseen_lengths(batch, role, paper):
                         f"longer than any training source (> {first['max_train_length']}): BLEU of their buckets, "
                         f"weighted by their sentences, {role} {mean_cell(difference.one, seeds=True)} vs APE "
                         f"{mean_cell(difference.other, seeds=True)}; {words}")
-            return (unconverged(claim, paper, measured, [record for record, _ in ape + other])
+            return (unconverged(claim, paper, measured, [record for record, _ in ape + other], figures)
                     or row(claim, paper, measured, held, figures))
     return missing(claim, paper, f"an EXTRAPOLATE data setting with length buckets for APE and {role}")
 
@@ -117,15 +117,15 @@ def swapped(batch, paper):
             not_applicable.append(f"{where}: {'; '.join(unusable)}")
             continue
         measured = f"{where}: APE {_swapped_cell(results['APE'])}, SHAPE {_swapped_cell(results['SHAPE'])}"
-        waiting = unconverged(claim, paper, measured, [record for record, _ in ape + shape])
-        if waiting:
-            return waiting
         ape_drops, shape_drops = ([r["drop"] for r in results[role]] for role in ("APE", "SHAPE"))
-        if statistics.mean(ape_drops) < SWAPPED_MIN_APE_DROP:
-            return row(claim, paper, measured + f"; APE drops < {SWAPPED_MIN_APE_DROP:g}, so there is no effect "
-                                                 "for SHAPE to reduce", "not measured")
         held, words, figures = FAR_BELOW.judge(seed_difference(("SHAPE", "APE"), shape_drops, ape_drops,
                                                                 scale=SWAPPED_SHARE))
+        waiting = unconverged(claim, paper, measured, [record for record, _ in ape + shape], figures)
+        if waiting:
+            return waiting
+        if statistics.mean(ape_drops) < SWAPPED_MIN_APE_DROP:
+            return row(claim, paper, measured + f"; APE drops < {SWAPPED_MIN_APE_DROP:g}, so there is no effect "
+                                                 "for SHAPE to reduce", "not measured", figures)
         return row(claim, paper, f"{measured}; {words}", held, figures)
     if not_applicable:
         return row(claim, paper, "; ".join(not_applicable), "not measured")
@@ -160,7 +160,7 @@ def shift_invariance(batch, paper):
             held, figures = ("yes" if near and held == "yes" else "no"), {**figures, "shape_lower": floor}
         measured = (f"{batch.where(data, 'SHAPE')}, offsets {offsets}: SHAPE {mean_cell(shape_values, 3, seeds=True)}, "
                     f"APE {mean_cell(ape_values, 3, seeds=True)}; {words}{note}")
-        waiting = unconverged(claim, paper, measured, [record for record, _ in ape + shape])
+        waiting = unconverged(claim, paper, measured, [record for record, _ in ape + shape], figures)
         return waiting or row(claim, paper, measured, held, figures)
     return missing(claim, paper, "the shift-invariance analysis for APE and SHAPE")
 
