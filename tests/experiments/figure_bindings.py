@@ -28,7 +28,7 @@ other folder. `FIGURE = unrecorded: WHY` takes a figure that no record holds (a 
 a corpus, a formula), and `<!-- figures unrecorded: WHY -->` every figure of its text.
 
 A figure is a number with a decimal point (integers are counts, steps and years), signed or
-not, outside code blocks and not part of a version or of a word (x1.01). Its reference must
+not, outside code (blocks and `inline`) and not part of a version or of a word (x1.01). Its reference must
 round to it as shown: a signed figure to a value of that sign, an unsigned one to a value >= 0.
 """
 import fnmatch
@@ -42,7 +42,7 @@ from onmt_posenc.experiments.report.claims_side_by_side import judged
 
 FIGURE = re.compile(r"(?<![\w.])([-+\u2212]?)(\d+\.\d+)(?!\d|\.\d)")
 NUMBER = re.compile(r"(?<![\w.])[-+\u2212]?\d+(?:,\d{3})*(?:\.\d+)?")
-CODE = re.compile(r"```.*?```", re.S)
+CODE = re.compile(r"```.*?```|`[^`\n]+`", re.S)  # code blocks and inline code: commands and names
 BINDING = re.compile(r"<!-- figures(?P<unrecorded> unrecorded)?:(?P<body>.*?)-->", re.S)
 FUNCTIONS = {"mean": statistics.mean, "sd": statistics.stdev, "min": min, "max": max, "abs": abs}
 
@@ -154,6 +154,11 @@ class Records:
         self.results = Path(results)
         self.cache = {}
 
+    def folder_of(self, name):
+        """(the results folder a name starts with, 'FOLDER:', or None; the rest of the name)."""
+        where, colon, rest = name.partition(":")
+        return (where, rest) if colon and (self.results / where).is_dir() else (None, name)
+
     def json(self, folder, path):
         file = self.results / folder / path
         if file not in self.cache:
@@ -197,8 +202,8 @@ class Records:
 def namespace(records, folder):
     """The functions a reference calls, reading `folder` (None: every name must name its folder)."""
     def split(name):
-        where, _, rest = name.rpartition(":")
-        if not where and folder is None:
+        where, rest = records.folder_of(name)
+        if where is None and folder is None:
             raise BindingError(f"{name!r}: name its results folder ('FOLDER:{name}'), this page has none")
         return where or folder, rest
 
@@ -255,9 +260,10 @@ def _over_many(function):
     return applied
 
 
-def folders_named(reference):
-    """The results folders a reference names before a colon in its string arguments."""
-    return {name.split(":")[0] for name in re.findall(r"\"([^\"]*:[^\"]*)\"", reference)}
+def folders_named(reference, records):
+    """The results folders a reference's records name ('FOLDER:' before a run, claim, record or cell)."""
+    names = re.findall(r"\b(?:runs?|claim|record|cell)\(\"([^\"]*)\"", reference)
+    return {where for where, _ in map(records.folder_of, names) if where}
 
 
 def evaluate(reference, records, folder):
@@ -353,7 +359,7 @@ def problems(text, records, folder):
         for figure, reference in bound:
             if reference.startswith("unrecorded:"):
                 continue
-            for name in folders_named(reference):
+            for name in folders_named(reference, records):
                 named.setdefault(name, line)
             try:
                 value = evaluate(reference, records, folder)
