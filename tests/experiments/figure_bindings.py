@@ -18,6 +18,9 @@ Python expression over the records of a results folder:
     run("vanilla/ape/seed1").convergence.why.number(5) the 5th number of a text field
     record("calibration-1/results.json").runs.at(id="vanilla/ape/seed1").bleu.test
     cell("report-as-written.md", "Shift invariance of the encoder", "vanilla/ape/seed1", "mean")
+                                                       a Markdown record's table cell (its section, row, column;
+                                                       a row by its first cells where one is not enough)
+    section("randomized-eval-rule.md", "The model").number(3)   a number of a Markdown record's section
     record("results.json").across_runs.speed.vanilla.rpe    any JSON record of the folder
 
 A name of a run, claim, record or cell file is in the page's folder, or in another results
@@ -29,7 +32,8 @@ a corpus, a formula), and `<!-- figures unrecorded: WHY -->` every figure of its
 
 A figure is a number with a decimal point (integers are counts, steps and years), signed or
 not, outside code (blocks and `inline`) and not part of a version or of a word (x1.01). Its reference must
-round to it as shown: a signed figure to a value of that sign, an unsigned one to a value >= 0.
+round to it as shown: an unsigned figure or one with a plus sign to a value >= 0, one with a
+minus sign to a value <= 0.
 """
 import fnmatch
 import json
@@ -65,7 +69,7 @@ def rounds_to(value, figure):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     expected = -float(digits) if sign == "-" else float(digits)
-    if (sign == "" and value < 0) or (sign == "+" and value <= 0):
+    if (sign in ("", "+") and value < 0) or (sign == "-" and value > 0):
         return False
     return abs(value - expected) <= 0.5 * 10 ** -len(digits.split(".")[1]) + 1e-9
 
@@ -175,14 +179,27 @@ class Records:
             self.cache[key] = judged(self.results / folder / "results.json")[0]
         return self.cache[key]
 
+    def markdown(self, folder, path):
+        """A Markdown record's text: not a README or COMMANDS.md, which are words about records."""
+        file = self.results / folder / path
+        if file.name in ("README.md", "COMMANDS.md") or not file.is_file():
+            raise BindingError(f"{folder}/{path} is not a Markdown record (a README or COMMANDS.md is not one)")
+        return file.read_text(encoding="utf-8")
+
+    def section(self, folder, path, heading):
+        """The text of a Markdown record's section, from its heading to the next heading."""
+        parts = re.split(r"^#+ +(.*)$", self.markdown(folder, path), flags=re.M)
+        found = [body for title, body in zip(parts[1::2], parts[2::2]) if title.strip() == heading]
+        if len(found) != 1:
+            raise BindingError(f"{folder}/{path} has {len(found)} sections {heading!r}")
+        return found[0]
+
     def cells(self, folder, path):
         """{(heading, table number): [{column: cell}]} of a Markdown record's tables."""
         file = self.results / folder / path
         if file not in self.cache:
-            if not file.is_file():
-                raise BindingError(f"no record {folder}/{path}")
             tables, heading, number, header, in_code = {}, "", 0, None, False
-            for line in file.read_text(encoding="utf-8").splitlines():
+            for line in self.markdown(folder, path).splitlines():
                 in_code ^= line.startswith("```")
                 if line.startswith("#") and not in_code:
                     heading, number, header = line.lstrip("#").strip(), 0, None
@@ -241,7 +258,8 @@ def namespace(records, folder):
         rows = records.cells(where, path).get((heading, table))
         if rows is None:
             raise BindingError(f"{where}/{path} has no table {table} under the heading {heading!r}")
-        found = [r for r in rows if next(iter(r.values()), None) == row]
+        leading = (row,) if isinstance(row, str) else tuple(row)  # a row's first cell, or its first cells
+        found = [r for r in rows if tuple(r.values())[:len(leading)] == leading]
         if len(found) != 1 or column not in found[0]:
             raise BindingError(f"{where}/{path}, {heading!r} table {table}: {len(found)} rows {row!r}"
                                + ("" if not found else f", columns {list(found[0])}"))
@@ -249,7 +267,11 @@ def namespace(records, folder):
         numbers = NUMBER.findall(text)
         return text.number(1) if len(numbers) == 1 and numbers[0] == text.strip("*").strip() else text
 
-    return {"run": run, "runs": runs, "claim": claim, "record": record, "cell": cell,
+    def section(name, heading):
+        where, path = split(name)
+        return Text(records.section(where, path, heading))
+
+    return {"run": run, "runs": runs, "claim": claim, "record": record, "cell": cell, "section": section,
             **{name: _over_many(function) for name, function in FUNCTIONS.items()}}
 
 
@@ -278,11 +300,12 @@ def evaluate(reference, records, folder):
 
 # ---------------------------------------------------------------- a page's figures and bindings
 def _split_outside_quotes(text, separators):
+    """Split at `separators` outside double quotes (a reference's strings; an apostrophe is text)."""
     parts, current, quote = [], "", None
     for char in text:
         if quote:
             quote = None if char == quote else quote
-        elif char in "\"'":
+        elif char == '"':
             quote = char
         elif char in separators:
             parts.append(current)
