@@ -367,7 +367,9 @@ def problems(text, records, folder):
         position += len(piece) + (len(match.group(0)) if match else 0)
         figures = figures_of(piece)
         if match is None:
-            wrong += [f"line {line}+: {figure} is bound by no binding comment after it" for figure in figures]
+            wrong += [f"line {line}+: {figure} is bound by no binding comment after it"
+                      + (f" (it could be: {'; '.join(candidates(records, folder, figure, folder, limit=3))})"
+                         if folder else "") for figure in figures]
             continue
         if match.group("unrecorded"):
             continue
