@@ -31,8 +31,8 @@ other folder. `FIGURE = unrecorded: WHY` takes a figure that no record holds (a 
 a corpus, a formula), and `<!-- figures unrecorded: WHY -->` every figure of its text.
 
 A figure is a number with a decimal point (integers are counts, steps and years), signed or
-not, outside code (blocks and `inline`) and not part of a version or of a word (x1.01). Its reference must
-round to it as shown: an unsigned figure or one with a plus sign to a value >= 0, one with a
+not, outside code (blocks and `inline`) and not part of a version or of a word (x1.01). Its
+reference must round to it as shown: an unsigned figure or one with a plus sign to a value >= 0, one with a
 minus sign to a value <= 0.
 """
 import fnmatch
@@ -334,7 +334,8 @@ def entries(body):
             reference = reference.strip()
             if reference.startswith((".", "[")):
                 if subject is None:
-                    raise BindingError(f"{part!r}: a reference starting with '.' or '[' needs a `with SUBJECT:` line")
+                    raise BindingError(f"{part!r}: a reference starting with '.' or '[' needs a `with SUBJECT:` "
+                                       "line")
                 reference = subject + reference
             found.append((figure.strip(), reference))
     return found
@@ -372,6 +373,8 @@ def problems(text, records, folder):
                          if folder else "") for figure in figures]
             continue
         if match.group("unrecorded"):
+            if not match.group("body").strip():
+                wrong.append(f"line {line}+: `figures unrecorded:` needs why")
             continue
         try:
             bound = entries(match.group("body"))
@@ -383,6 +386,8 @@ def problems(text, records, folder):
             continue
         for figure, reference in bound:
             if reference.startswith("unrecorded:"):
+                if not reference[len("unrecorded:"):].strip():
+                    wrong.append(f"line {line}+: {figure} = unrecorded: needs why")
                 continue
             for name in folders_named(reference, records):
                 named.setdefault(name, line)

@@ -214,6 +214,7 @@ def test_a_bindings_figures_and_values_are_checked_one_by_one():
                                                        '(it could be: run("vanilla/ape/seed1").bleu.test'), unbound
     assert check("Words: 11.66 per line.\n<!-- figures: 11.66 = unrecorded: a corpus statistic -->") == []
     assert check("Words: 11.66 and 12.04.\n<!-- figures unrecorded: corpus statistics -->") == []
+    assert len(check("Words: 11.66 per line.\n<!-- figures: 11.66 = unrecorded: -->")) == 1  # without why
     assert check("`wu:0.6` and version 3.5.1, x1.01: no figure here.") == []
 
 

@@ -110,8 +110,9 @@ def swapped(batch, paper):
                     for record, result in found if not result[name]["applicable"]]
         if unusable and all(r.get("aligned") for found in results.values() for r in found):
             # X1 found by minimum edit distance instead of the separators the models do not write
-            where += (f", X1 found by alignment (separators wrong on {_share_cell([r['wrong_separators'] for r in results['APE']])} "
-                      f"of APE's and {_share_cell([r['wrong_separators'] for r in results['SHAPE']])} of SHAPE's lines)")
+            wrong = {role: _share_cell([r["wrong_separators"] for r in found]) for role, found in results.items()}
+            where += (f", X1 found by alignment (separators wrong on {wrong['APE']} of APE's and {wrong['SHAPE']} of "
+                      "SHAPE's lines)")
             results = {role: [r["aligned"] for r in found] for role, found in results.items()}
         elif unusable:
             not_applicable.append(f"{where}: {'; '.join(unusable)}")
