@@ -95,30 +95,36 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
     def row(records):
         return claims.vanilla_bleu(claims.Batch(loaded, records), "SHAPE", "paper")
 
-    # three seeds each: 30.0 ± 1.0 vs 31.5 ± 1.0; 2 standard errors = 2 * sqrt(2/3) = 1.63 > 1.5
+    # three seeds each: 30.0 ± 1.0 vs 31.5 ± 1.0; the pooled variance has 4 degrees of freedom:
+    # Student's t 2.776 x sqrt(2/3) = 2.27 > 1.5: no difference measured, which is not "the same"
     ape = [record("ape", s, b) for s, b in ((1, 29.0), (2, 30.0), (3, 31.0))]
     shape = [record("shape", s, b) for s, b in ((1, 30.5), (2, 31.5), (3, 32.5))]
     result = row(ape + shape)
-    assert result["held"] == "yes" and "SHAPE 31.50 ± 1.00 (3 seeds) vs APE 30.00 ± 1.00 (3 seeds) (+1.50" in result["measured"]
-    assert "the same if within ±1.63, 2 standard errors of the difference from the seeds' spread" in result["measured"]
+    assert result["held"] == "no difference measured", result
+    assert ("SHAPE 31.50 ± 1.00 (3 seeds) vs APE 30.00 ± 1.00 (3 seeds); SHAPE - APE +1.50 ± 2.27 (two-sided 95%, "
+            "Student's t 2.776 at 4 df from SHAPE's 3 and APE's 3 seeds): no difference measured") in result["measured"]
+    assert result["figures"]["df"] == 4 and result["figures"]["seeds"] == [3, 3]
+    assert abs(result["figures"]["margin"] - 2.776445 * (2 / 3) ** 0.5) < 1e-5
     # the same difference with seeds that agree closely is a real difference
     tight = [record("ape", s, b) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))]
-    assert row(tight + [record("shape", s, b + 1.5) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))])["held"] == "no"
+    found = row(tight + [record("shape", s, b + 1.5) for s, b in ((1, 29.9), (2, 30.0), (3, 30.1))])
+    assert found["held"] == "no" and found["measured"].endswith("a difference measured"), found
     # one seed each, and no method of the batch with seeds: no fixed tolerance, no verdict
     alone = row([ape[1], record("shape", 1, 30.9)])
-    assert alone["held"] == "not measured" and "cannot be judged" in alone["measured"], alone
-    # one seed each beside a method with seeds (RPE 31 ± 1.5, 3 seeds): 2 standard errors of a
-    # one-against-one difference from that spread, 2 * 1.5 * sqrt(2) = 4.24
+    assert alone["held"] == "not measured" and "no method of the batch has 3 seeds" in alone["measured"], alone
+    # one seed each beside a method with seeds (RPE 31 ± 1.5, 3 seeds: 2 df): t 4.303 x 1.5 x sqrt(2) = 9.13
     rpe = [record("rpe", s, b) for s, b in ((1, 29.5), (2, 31.0), (3, 32.5))]
-    near = row([ape[1], record("shape", 1, 34.0)] + rpe)
-    assert near["held"] == "yes" and "within ±4.24" in near["measured"] and "RPE's 3 seeds" in near["measured"], near
-    assert row([ape[1], record("shape", 1, 34.5)] + rpe)["held"] == "no"
+    near = row([ape[1], record("shape", 1, 39.0)] + rpe)
+    assert near["held"] == "no difference measured" and "+9.00 ± 9.13" in near["measured"], near
+    assert "at 2 df from the batch's spread: RPE's 3 seeds" in near["measured"], near
+    assert row([ape[1], record("shape", 1, 39.5)] + rpe)["held"] == "no"
     # two seeds that happen to agree give no spread: 36.675 and 36.681 would call -1.10 "not the same"
     lucky = [record("ape", 1, 36.675), record("ape", 2, 36.681)]
     result = row(lucky + [record("shape", 1, 35.57)])
     assert result["held"] == "not measured" and "no method of the batch has 3 seeds" in result["measured"], result
     result = row(lucky + [record("ape", 3, 34.9), record("shape", 1, 35.57)])  # a third seed: a spread of 1.03
-    assert result["held"] == "yes" and "within ±2.37" in result["measured"], result
+    assert result["held"] == "no difference measured" and "± 5.10 (two-sided 95%, Student's t 4.303 at 2 df from " \
+        "APE's 3 seeds)" in result["measured"], result
     # a model that has not converged: no verdict, and the reason
     late = record("shape", 1, 30.2, {"converged": False, "why": "valid ppl 5.00 -> 4.50 (-10.0%)"})
     result = row([ape[1], late])
@@ -149,8 +155,9 @@ def test_k_is_chosen_on_valid_bleu_and_not_without_it(tmp_path):
     batch = claims.Batch(loaded, scored)
     assert batch.choices[("small", "SHAPE")] == "shape-K40 chosen on valid BLEU (shape-K10 25.00, shape-K40 31.00)"
     judged = claims.vanilla_bleu(batch, "SHAPE", "paper")  # K = 40's 31.00 against APE's 30.00, one seed each
-    assert "shape-K40 chosen on valid BLEU" in judged["measured"] and "SHAPE 31.00 vs APE 30.00" in judged["measured"]
-    assert "cannot be judged" in judged["measured"] and not batch.unchosen
+    assert "shape-K40 chosen on valid BLEU" in judged["measured"]
+    assert "SHAPE 31.00 (1 seed) vs APE 30.00 (1 seed)" in judged["measured"]
+    assert "not judged: no method of the batch has 3 seeds" in judged["measured"] and not batch.unchosen
 
     test_only = [{**r, "bleu": {"test": r["bleu"]["test"]}} for r in scored]
     batch = claims.Batch(loaded, test_only)
@@ -184,12 +191,18 @@ def test_shift_invariance_claim_only_on_converged_models(tmp_path):
     def ape(*similarities):
         return [record("ape", value, seed=seed) for seed, value in enumerate(similarities, 1)]
 
-    # APE 0.93 ± 0.02 over 3 seeds: 2 standard errors of SHAPE's one seed against them,
-    # 2 * 0.02 * sqrt(1 + 1/3) = 0.046
-    assert judged(*ape(0.91, 0.93, 0.95), record("shape", 0.98))["held"] == "yes"
-    close = judged(*ape(0.91, 0.93, 0.95), record("shape", 0.97))  # above 0.9, but within APE's spread
-    assert close["held"] == "no" and "within ±0.046" in close["measured"], close
+    # APE 0.92 ± 0.01 over 3 seeds (2 df, one-sided t 2.920): SHAPE's one seed at least
+    # 0.98 - 0.029 = 0.951, and above APE by at least 0.06 - 2.920 x 0.01 x sqrt(4/3) = 0.026
+    held = judged(*ape(0.91, 0.92, 0.93), record("shape", 0.98))
+    assert held["held"] == "yes" and "SHAPE at least 0.951" in held["measured"], held
+    assert "SHAPE - APE +0.060, at least +0.026 (one-sided 95%, Student's t 2.920 at 2 df from APE's 3 seeds)" in \
+        held["measured"], held
+    close = judged(*ape(0.91, 0.92, 0.93), record("shape", 0.95))  # above 0.9, but within APE's spread
+    assert close["held"] == "no" and "+0.030, at least -0.004" in close["measured"], close
     assert judged(*ape(0.45, 0.46, 0.44), record("shape", 0.85))["held"] == "no"
+    # SHAPE's mean 0.91 is above 0.9, its lower bound is not: 0.91 - 2.132 x 0.01 / sqrt(3) = 0.898
+    low = judged(*ape(0.80, 0.81, 0.82), *(record("shape", v, seed=s) for s, v in ((1, 0.90), (2, 0.91), (3, 0.92))))
+    assert low["held"] == "no" and "SHAPE at least 0.898 (one-sided 95%" in low["measured"], low
     # one APE seed: its spread unknown, no verdict
     assert judged(record("ape", 0.45), record("shape", 0.95))["held"] == "not measured"
     late = judged(*ape(0.45, 0.46, 0.44), record("shape", 0.95, converged=False))
@@ -239,19 +252,28 @@ def test_the_swapped_claim_uses_the_joined_setting_whose_models_write_separators
     failing = [record("joined", "ape", no_sep), record("joined", "shape", no_sep)]
     row = claims.swapped(claims.Batch(loaded, failing), "paper")
     assert row["held"] == "not measured" and "joined (INTERPOLATE" in row["measured"]
-    assert "APE: not applicable: 90% of the model's Original translations" in row["measured"]
-    usable = [record("mixed", "ape", drop(9.0)), record("mixed", "shape", drop(1.0))]
+    assert "APE joined/ape/seed1: not applicable: 90% of the model's Original translations" in row["measured"]
+    # every seed: SHAPE's drops minus half APE's, -3.50, at most -3.50 + 2.132 x 0.5 x sqrt(1/3 + 0.25/3)
+    usable = [{**record("mixed", method, drop(value)), "id": f"mixed/{method}/seed{seed}", "seed": seed}
+              for method, drops in (("ape", (9.0, 8.5, 9.5)), ("shape", (1.0, 1.5, 0.5)))
+              for seed, value in enumerate(drops, 1)]
     row = claims.swapped(claims.Batch(loaded, failing + usable), "paper")
-    assert row["held"] == "yes" and row["measured"].startswith("mixed (INTERPOLATE")
+    assert row["held"] == "yes" and row["measured"].startswith("mixed (INTERPOLATE"), row
+    assert "APE 30.00 -> 21.00, drop 9.00 ± 0.50 (3 seeds)" in row["measured"]
+    assert "SHAPE - 0.5 x APE -3.50, at most -2.81 (one-sided 95%, Student's t 2.132 at 4 df" in row["measured"], row
+    # one seed each: not judged, the figures shown
+    row = claims.swapped(claims.Batch(loaded, failing + [usable[0], usable[3]]), "paper")
+    assert row["held"] == "not measured" and row["measured"].endswith(
+        "SHAPE - 0.5 x APE -3.50; one seed: not judged by spread"), row
     # wrong separators, but X1 found by alignment: judged on the aligned drops, and said so
     aligned = [record("joined-aligned", m, {**no_sep, "wrong_separators": share, "aligned": drop(value)})
                for m, share, value in (("ape", 0.9, 6.0), ("shape", 0.4, 5.0))]
     for r in aligned:
         r["data"] = "joined"
     row = claims.swapped(claims.Batch(loaded, aligned), "paper")
-    assert row["held"] == "no"  # 5.0 is more than half of 6.0
+    assert row["held"] == "not measured"  # one seed each
     assert "X1 found by alignment (separators wrong on 90% of APE's and 40% of SHAPE's lines)" in row["measured"]
-    assert "APE 30.00 -> 24.00 (drop 6.00), SHAPE 30.00 -> 25.00 (drop 5.00)" in row["measured"]
+    assert "APE 30.00 -> 24.00, drop 6.00 (1 seed), SHAPE 30.00 -> 25.00, drop 5.00 (1 seed)" in row["measured"]
 
 
 def test_the_perspe_papers_tables_name_the_methods_of_kftt_yaml(kftt_folder):
@@ -285,11 +307,13 @@ def test_perspe_claims_judged_on_trained_models_with_the_seeds_spread(kftt_folde
     records += [record("nope-enc", 1, 4.0), record("nope-dec", 1, 9.9), record("decay-dec", 1, 9.7)]
     rows = {row["claim"]: row for row in claims.evaluate(loaded, records, {})}
     improves = rows["perSPE (target phrases, [-1, 1]) improves BLEU over SPE"]
-    # +0.50 with a spread of 0.4 per method: within 2 standard errors (0.65), so not shown
-    assert improves["held"] == "no" and "perSPE 10.50 ± 0.40 (3 seeds) vs APE 10.00 ± 0.40 (3 seeds)" in improves[
-        "measured"]
-    assert rows["No positions in the encoder collapses BLEU"]["held"] == "yes"
-    assert rows["No positions in the decoder barely changes BLEU"]["held"] == "yes"
+    # +0.50 with a spread of 0.4 per method: one-sided, at least 0.50 - 2.132 x 0.4 x sqrt(2/3) = -0.20
+    assert improves["held"] == "no" and ("perSPE 10.50 ± 0.40 (3 seeds) vs APE 10.00 ± 0.40 (3 seeds); perSPE - APE "
+                                         "+0.50, at least -0.20 (one-sided 95%") in improves["measured"], improves
+    # 4.0 against 0.75 x 10.0, one-sided from APE's spread (2 df): at most -3.50 + 2.920 x 0.4 x sqrt(1 + 0.5625/3)
+    collapse = rows["No positions in the encoder collapses BLEU"]
+    assert collapse["held"] == "yes" and "none/SPE - 0.75 x APE -3.50, at most -2.23" in collapse["measured"], collapse
+    assert rows["No positions in the decoder barely changes BLEU"]["held"] == "no difference measured"
     assert rows["The decaying mask beats no positions in the decoder (trained)"]["held"] == "no"
     assert rows["Perturbing the encoder's positions hurts"]["held"] == "not measured"  # no such run
     records[3:6] = [record("perspe", seed, bleu) for seed, bleu in ((1, 11.5), (2, 11.1), (3, 11.9))]
@@ -331,3 +355,115 @@ def test_report_plots_shapes_difference_by_training_pairs(tmp_path, kftt_folder)
                         "| vanilla | 60,000 | 8.20 ± 0.20 | 7.60 ± 0.14 | -0.60 ± 0.18 |",
                         "| vanilla-120k | 120,000 | 11.00 | 10.90 | -0.10 |"]
     assert (tmp_path / "out" / "plots" / "data_size.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_the_intervals_use_students_t_at_the_pooled_degrees_of_freedom():
+    """Student's t quantiles against the published table (two-sided 95%: 12.706 at 1 df, 4.303
+    at 2, 2.776 at 4, 2.306 at 8; one-sided: 2.920 at 2, 2.132 at 4), and the degrees of freedom
+    of a pooled variance: the seeds of each method pooled, less one each."""
+    from onmt_posenc.experiments.claims import batch
+
+    for df, two_sided, one_sided in ((1, 12.706, 6.314), (2, 4.303, 2.920), (4, 2.776, 2.132), (8, 2.306, 1.860)):
+        assert round(batch.t_quantile(df, 2), 3) == two_sided and round(batch.t_quantile(df, 1), 3) == one_sided
+    five, three, one = [27.0, 27.2, 27.4, 26.3, 27.4], [36.7, 36.7, 36.2], [28.2]
+    assert batch.seed_difference(("A", "B"), five, three).spread.df == 6
+    assert batch.seed_difference(("A", "B"), one, five).spread.df == 4  # one run against five: the five's spread
+    borrowed = batch.seed_difference(("A", "B"), one, [25.5], {"C": five, "D": three})
+    assert borrowed.spread.df == 6 and borrowed.spread.source == "the batch's spread: C's 5 and D's 3 seeds"
+    assert batch.seed_difference(("A", "B"), one, [25.5]).spread is None
+
+
+def test_the_committed_verdicts_under_students_t():
+    """Issue 58's table: the committed batches' comparisons whose tolerance two normal standard
+    errors set too narrow, with Student's t at their degrees of freedom."""
+    from onmt_posenc.experiments.report.claims_side_by_side import judged
+
+    results = REPO / "recipes" / "experiments" / "results"
+    expected = {("multi30k-scaled", "SHAPE's BLEU on VANILLA is about APE's"): (-0.61, 0.68, 4, "no difference measured"),
+                ("small_enja-scaled", "RPE's BLEU on VANILLA is about APE's"): (1.09, 1.41, 4, "no difference measured"),
+                ("small_enja", "RPE's BLEU on VANILLA is about APE's"): (2.77, 3.66, 4, "no difference measured"),
+                ("small_enja", "SHAPE's BLEU on VANILLA is about APE's"): (-3.29, 3.66, 4, "no difference measured"),
+                ("multi30k", "SHAPE's BLEU on VANILLA is about APE's"): (-2.42, 3.08, 4, "no difference measured")}
+    for (folder, claim), (difference, margin, df, held) in expected.items():
+        row = next(r for r in judged(results / folder / "results.json")[0] if r["claim"] == claim)
+        figures = row["figures"]
+        assert (round(figures["estimate"], 2), round(figures["margin"], 2), figures["df"], row["held"]) == (
+            difference, margin, df, held), (folder, row)
+
+
+def test_the_unseen_lengths_claim_reads_every_seed_one_sided(tmp_path):
+    """The BLEU of the buckets longer than any training source, weighted by their sentences, a
+    value a seed; RPE minus APE held unless below beyond the one-sided bound; one seed each: not
+    judged, its figure shown."""
+    from onmt_posenc.experiments.claims import shape_paper as claims
+
+    loaded = experiments.load(experiment_file(tmp_path, data={"long": {"synthetic": {}, "extrapolate": 10}}))
+
+    def record(method, seed, unseen_bleu):
+        buckets = {"buckets": ["1-5", "6-10", "11-15", "16-20"], "counts": [10, 10, 3, 1], "max_train_length": 10,
+                   "bleu": [50.0, 40.0, unseen_bleu, unseen_bleu - 4.0], "length_ratio": [1.0] * 4}
+        return {"id": f"long/{method}/seed{seed}", "status": "finished", "data": "long", "method": method,
+                "label": method, "seed": seed, "bleu": {}, "convergence": {"converged": True, "why": "test"},
+                "config": {"position_encoding": False, "max_relative_positions": 16} if method == "rpe" else {},
+                "analyses": {"length_buckets": "x.json"}, "analysis_results": {"length_buckets": {"test": buckets}}}
+
+    def judged(records):
+        return claims.unseen_lengths(claims.Batch(loaded, records), "RPE", "paper")
+
+    one = judged([record("ape", 1, 20.0), record("rpe", 1, 24.0)])
+    assert one["held"] == "not measured" and "4 sentences longer than any training source (> 10)" in one["measured"]
+    assert one["measured"].endswith("RPE 23.00 (1 seed) vs APE 19.00 (1 seed); RPE - APE +4.00; one seed: not judged "
+                                    "by spread"), one
+    ape = [record("ape", seed, value) for seed, value in ((1, 20.0), (2, 21.0), (3, 22.0))]
+    # RPE 1.5 below APE's mean, one seed: at most -1.50 + 2.920 x 1 x sqrt(1 + 1/3) = +1.87: no drop measured
+    close = judged(ape + [record("rpe", 1, 19.5)])
+    assert close["held"] == "no drop measured" and "RPE - APE -1.50, at most +1.87 (one-sided 95%" in close["measured"]
+    assert judged(ape + [record("rpe", 1, 15.0)])["held"] == "no"
+
+
+def test_a_run_that_failed_to_learn_is_left_out_of_the_claims_and_marked(tmp_path):
+    """Far above its setting's baseline on validation perplexity while it fits its training data
+    (the gap of validation over training perplexity wider than the baseline's): failed to learn.
+    A model that fits neither (no positions on an ordering task) only learned less."""
+    from onmt_posenc.experiments.claims import batch as claims_batch
+    from onmt_posenc.experiments.report import command as report
+
+    loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape", "rpe"], "K": [10]},
+                                              data={"small": {"synthetic": {}}}), output=tmp_path / "out")
+
+    def record(method, valid, train, seed=1):
+        curve = {"valid": [{"step": 100 * k, "ppl": valid} for k in range(1, 5)],
+                 "train": [{"step": 50 * k, "ppl": train} for k in range(1, 9)]}
+        return {"id": f"small/{method}/seed{seed}", "status": "finished", "data": "small", "method": method,
+                "label": "shape-K10" if method == "shape" else method, "seed": seed,
+                "bleu": {"valid": 30.0, "test": 30.0}, "length_ratio": {"valid": 1.0, "test": 1.0},
+                "bleu_signature": "tok:13a", "curve": curve, "convergence": {"converged": True, "why": "test"},
+                "dir": str(tmp_path / "gone"), "analyses": {},
+                "config": {"shape_max_shift": 10} if method == "shape" else
+                {"position_encoding": False, "max_relative_positions": 16} if method == "rpe" else {}}
+
+    # APE: 20 against 12 (gap 1.67); SHAPE 60 against 24 (x3.0, gap 2.5: x1.5); RPE 45 against 40 (gap 1.1)
+    records = [record("ape", 20.0, 12.0), record("shape", 60.0, 24.0), record("rpe", 45.0, 40.0)]
+    failed = claims_batch.failed_to_learn(records, "ape")
+    assert failed == {"small/shape/seed1": "valid ppl 60.00, x3.00 ape's 20.00; valid/train ppl 2.50, x1.50 ape's 1.67"}
+    batch = claims_batch.Batch(loaded, records)
+    assert ("small", "SHAPE") not in batch.runs and ("small", "RPE") in batch.runs
+    text = report.write(loaded, records).read_text(encoding="utf-8")
+    assert ("Left out of the claims, as they failed to learn (validation perplexity at least x2 the baseline's of "
+            "their data setting, and validation over training perplexity at least x1.25 the baseline's): "
+            "small/shape/seed1 (valid ppl 60.00") in text
+    assert "| small/shape/seed1 | finished | valid 30.00, test 30.00 | – | failed to learn (valid ppl 60.00" in text
+
+
+def test_of_the_committed_runs_only_the_interpolate_warm_shape_k500_failed_to_learn():
+    """The thresholds against every committed run with both learning curves."""
+    import json
+
+    from onmt_posenc.experiments.claims.batch import failed_to_learn
+
+    flagged = {}
+    for path in sorted((REPO / "recipes" / "experiments" / "results").rglob("results.json")):
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        for id in failed_to_learn(stored["runs"], stored["experiment_as_loaded"]["baseline"]):
+            flagged.setdefault(path.parent.name, []).append(id)
+    assert flagged == {"multi30k-scaled-swapped": ["interpolate-warm/shape-K500/seed1"]}

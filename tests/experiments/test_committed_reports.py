@@ -1,18 +1,19 @@
 """The committed results stay tied to the code: each committed report.md is what today's
 `onmt-posenc report --results` renders from its own results.json, and every figure of a results
-folder's README.md, of docs/results.md and of README.md's main results is a value of the records
-of the folder it is about (or computed from its results.json, or listed as unrecorded, with why).
+folder's README.md, of the results index, of docs/results.md and of README.md's main results is
+bound to the one record it comes from, and reads its value there (or is marked unrecorded, with
+why): figure_bindings.
 
 A change of the report's code that changes a committed report fails here: render it again
 (`onmt-posenc report --results FOLDER/results.json`) and commit the new report.md, results.json
 and results.csv with it."""
-import itertools
 import json
 import re
 import statistics
 
 import pytest
 from conftest import REPO
+from figure_bindings import BINDING, Records, candidates, problems
 
 from onmt_posenc import experiments
 from onmt_posenc.experiments.report import claims_side_by_side, command as report
@@ -30,8 +31,6 @@ SIDE_BY_SIDE = {"claims-small_enja.md": ["small_enja", "small_enja-scaled"],
                 "claims-multi30k.md": ["multi30k", "multi30k-scaled"]}
 CONDITIONS = ["OpenNMT-py default", "controlled scale"]
 WRITTEN = re.compile(r"report written \d{4}-\d{2}-\d{2} \d{2}:\d{2}")  # the one line that differs each time
-CITED_FOLDER = re.compile(r"results/([\w-]+)/")
-SIBLING_FOLDER = re.compile(r"\.\./([\w-]+)/")  # a results README's link to another results folder
 
 
 def without_date(text):
@@ -115,126 +114,12 @@ def test_a_file_that_is_not_a_results_json_is_named_in_one_line(tmp_path, stored
 
 
 # ---------------------------------------------------------------- figures in words
-# A figure: a number with a decimal point (one decimal and more), signed or not, outside code
-# blocks (commands) and not part of a version (3.5.1). Integers (counts, updates, years, minutes)
-# are not checked. A figure must be the value of a record of the folder it is about, rounded as
-# shown: a number in one of its committed JSON files (results.json, runs' result.json and
-# analyses), in results.csv, or in its Markdown records, not READMEs nor COMMANDS.md (report.md,
-# rendered from results.json above; report-as-written.md, as the runner wrote it), or one computed here from
-# results.json's BLEU (below). A signed figure (+0.72, -2.27) is a difference: it must be a
-# computed difference, or a number written with that sign in a record.
-FIGURE = re.compile(r"(?<![\w.])([-+\u2212]?)(\d+\.\d+)(?![\d.]|\.\d)")
-NUMBER = re.compile(r"(?<![\w.])([-+\u2212]?)(\d+\.\d+)")
-CODE = re.compile(r"```.*?```", re.S)
-# Figures that no committed record holds, each with why the page may state it
-UNRECORDED = {
-    "multi30k-questions/README.md": ({"11.66", "11.35", "12.04", "12.54", "11.88", "4.97", "4.64", "4.32",
-                                      "36.25", "28.27"},
-                                     "statistics of Multi30k's text, computed from the corpus, not a run's; 36.25 "
-                                     "and 28.27: the warm runs' sources trained again on the CPU, outside the "
-                                     "report's runs (their record: COMMANDS.md's words)"),
-    "small_enja-scaled/README.md": ({"0.011", "0.13", "0.71"},
-                                    "the RMS of a Glorot-drawn 16,000 x 128 table, times sqrt(128), and of the "
-                                    "sinusoid: computed from their formulas (docs/methods.md), not a run's"),
-    # figures of a README of a run outside results.json, quoted from that README
-    "docs/results.md": ({"28.4", "-1.42", "2.18", "2.53", "+0.24", "28.23", "28.21", "87.4", "25.85"},
-                        "28.4: a superseded report's reading, said to be one; -1.42: extrapolate-randomized-M16's "
-                        "README's length-bucket gain; 2.18, 2.53: KFTT's calibrations, not runs of the runner; "
-                        "+0.24: the gaps' slope, computed in test_the_gap_trend_...; 28.23, 28.21, 87.4, "
-                        "25.85: Multi30k measurements by hand outside the runner (their record: "
-                        "multi30k/COMMANDS.md's words)"),
-}
-# Sections that report measurements made outside the runner, with no record committed (as they say)
-UNRECORDED_SECTIONS = {"kftt/README.md": ["## Calibration: 2,000 updates without the anneal",
-                                          "## Calibration: short pairs only (2026-11-26)"]}
-
-
-def _numbers(node):
-    if isinstance(node, dict):
-        node = list(node.values())
-    if isinstance(node, list):
-        return [n for value in node for n in _numbers(value)]
-    if isinstance(node, str):
-        return [("", node)]
-    return [] if isinstance(node, bool) or not isinstance(node, (int, float)) else [(float(node), None)]
-
-
-def _computed(runs, unsigned, signed):
-    """From results.json's BLEU, per data setting and split: each method's mean and standard
-    deviation over its seeds, and the differences of two runs of one seed, of two methods'
-    means, of a run and a mean, and the mean and standard error of seed-by-seed differences."""
-    for split in ("valid", "test"):
-        scored = [r for r in runs if (r.get("bleu") or {}).get(split) is not None]
-        for data in {r["data"] for r in scored}:
-            here = [r for r in scored if r["data"] == data]
-            by_method = {}
-            for r in here:
-                by_method.setdefault(r["method"], {})[r["seed"]] = r["bleu"][split]
-            means = [statistics.mean(seeds.values()) for seeds in by_method.values()]
-            unsigned |= set(means) | {statistics.stdev(s.values()) for s in by_method.values() if len(s) > 1}
-            pairs = [(a["bleu"][split], b["bleu"][split]) for a in here for b in here if a["seed"] == b["seed"]]
-            pairs += list(itertools.product(means, means)) + [(r["bleu"][split], m) for r in here for m in means]
-            for a, b in itertools.permutations(by_method.values(), 2):
-                paired = [a[seed] - b[seed] for seed in a if seed in b]
-                if len(paired) > 1:
-                    signed.add(statistics.mean(paired))
-                    unsigned.add(statistics.stdev(paired) / len(paired) ** 0.5)
-            for a, b in pairs:
-                signed.add(a - b)
-                unsigned.add(abs(a - b))
-
-
-def recorded(folder):
-    """(unsigned values, signed values) of a results folder's records."""
-    unsigned, signed = set(), set()
-    texts = [p.read_text(encoding="utf-8") for p in sorted((RESULTS / folder).rglob("*"))
-             if p.suffix in (".md", ".csv") and p.name not in ("README.md", "COMMANDS.md")]
-    for path in sorted((RESULTS / folder).rglob("*.json")):
-        for value, text in _numbers(json.loads(path.read_text(encoding="utf-8"))):
-            if text is None:
-                unsigned.add(value)
-                signed.add(value) if value < 0 else None
-            else:
-                texts.append(value + text)
-    for text in texts:
-        for sign, number in NUMBER.findall(text):
-            unsigned.add(float(number))
-            if sign:
-                signed.add(-float(number) if sign != "+" else float(number))
-    if (RESULTS / folder / "results.json").is_file():
-        _computed(json.loads((RESULTS / folder / "results.json").read_text(encoding="utf-8"))["runs"], unsigned, signed)
-    return unsigned, signed
-
-
-def unrecorded_figures(text, folders, where):
-    unsigned, signed = set(), set()
-    for folder in folders:
-        u, s = recorded(folder)
-        unsigned |= u
-        signed |= s
-    allowed = UNRECORDED.get(where, (set(), ""))[0]
-    missing = []
-    for sign, number in FIGURE.findall(CODE.sub("", text)):
-        shown, tolerance = sign.replace("\u2212", "-") + number, 0.5 * 10 ** -len(number.split(".")[1]) + 1e-9
-        value = -float(number) if sign in ("-", "\u2212") else float(number)
-        if shown in allowed or any(abs(v - value) <= tolerance for v in (signed if sign else unsigned)):
-            continue
-        missing.append(shown)
-    return missing
-
-
-@pytest.mark.parametrize("folder", [name for name in FOLDERS if (RESULTS / name / "README.md").is_file()])
-def test_a_results_readmes_figures_are_its_records(folder):
-    """Every figure of a results folder's README is a value of the records (not of a README) of
-    that folder or of a results folder it links to (`../NAME/`), or computed from one's
-    results.json; UNRECORDED and UNRECORDED_SECTIONS list, with their reasons, the ones that no
-    record holds."""
-    text = (RESULTS / folder / "README.md").read_text(encoding="utf-8")
-    for heading in UNRECORDED_SECTIONS.get(f"{folder}/README.md", []):
-        assert heading in sections(RESULTS / folder / "README.md"), heading
-        text = text.replace(sections(RESULTS / folder / "README.md")[heading], "")
-    linked = [name for name in dict.fromkeys(SIBLING_FOLDER.findall(text)) if name in FOLDERS and name != folder]
-    assert unrecorded_figures(text, [folder, *linked], f"{folder}/README.md") == []
+# Every figure of a hand-written page is bound to the record it comes from (figure_bindings:
+# the syntax; docs/analyses.md, "Figures in hand-written pages"): a results folder's README.md,
+# the results index, each section of docs/results.md and README.md's main results. A figure
+# that another folder's records hold names that folder, and the page (the section) links it.
+READMES = [name for name in FOLDERS if (RESULTS / name / "README.md").is_file()]
+RECORDS = Records(RESULTS)
 
 
 def sections(path, level="## "):
@@ -243,29 +128,94 @@ def sections(path, level="## "):
     return {part.splitlines()[0]: part for part in parts}
 
 
+def unlinked(text, named, page_folder):
+    """The folders of `named` that `text` does not link (`](../NAME/`, `](recipes/experiments/results/NAME/`...)."""
+    return sorted(name for name in named if name != page_folder
+                  and not re.search(rf"\]\((?:[^)]*/)?{re.escape(name)}/", text))
+
+
+def binding_problems(text, folder):
+    wrong, named = problems(text, RECORDS, folder)
+    return wrong + [f"{name}: named by a binding, not linked" for name in unlinked(text, named, folder)]
+
+
+@pytest.mark.parametrize("folder", READMES)
+def test_a_results_readmes_figures_are_bound_to_their_records(folder):
+    assert binding_problems((RESULTS / folder / "README.md").read_text(encoding="utf-8"), folder) == []
+
+
 QUOTING = [(REPO / "docs" / "results.md", heading) for heading in sections(REPO / "docs" / "results.md")] + [
-    (REPO / "README.md", "## Main results")]
+    (REPO / "README.md", "## Main results"), (RESULTS / "README.md", "# Committed results")]
 
 
 @pytest.mark.parametrize("page, heading", QUOTING, ids=lambda x: getattr(x, "name", x))
-def test_quoted_figures_are_in_the_results_cited(page, heading):
-    """Every figure of a section is a value of the records of the results folders that the
-    section links to, as a README's: a figure that drifted from its record, or was never
-    recorded, fails."""
-    text = sections(page)[heading]
-    cited = sorted({name for name in CITED_FOLDER.findall(text) if name in FOLDERS})
-    if not FIGURE.search(CODE.sub("", text)):
-        return
-    assert cited, f"{page.name} {heading}: quotes figures but links no results folder"
-    assert unrecorded_figures(text, cited, page.relative_to(REPO).as_posix()) == [], f"not in results/{cited}"
+def test_quoted_figures_are_bound_to_the_results_cited(page, heading):
+    """A page outside the results folders names the folder of every record it binds, and its
+    section links that folder."""
+    assert binding_problems(sections(page)[heading], None) == []
 
 
-def test_an_unrecorded_figure_fails():
-    """The check above on figures that no record of small_enja holds: a rounding off by one in
-    the last digit (+0.72 is +0.7237) and a figure from nowhere."""
-    assert unrecorded_figures("perSPE - APE, seed 3: +1.37; seed 2: +0.72; 16.60 ± 1.74", ["small_enja"], "x") == [
-        "+1.37"]
-    assert unrecorded_figures("APE scored 21.37", ["small_enja"], "x") == ["21.37"]
+# Wrong figures that the test before issue 58 accepted, each a number that some record of its
+# folder or of a folder it links holds (35.96 is SHAPE's seed 3, ...), planted where the right
+# one stands with the binding kept: (page, the text around the figure, the right figure, the
+# wrong one)
+PLANTED = [("multi30k-scaled", "**SHAPE 35.91 ± 0.31 over three seeds", "35.91", "35.96"),
+           ("multi30k-scaled", "shift-invariant than APE's, but not shown to be near-invariant**: 0.907", "0.907", "0.917"),
+           ("multi30k-scaled", "-0.61 ± 0.68 against APE's 36.51 ± 0.29**", "0.68", "0.94"),
+           ("multi30k-scaled", "-0.61 ± 0.68 against APE's 36.51 ± 0.29**", "-0.61", "-0.66"),
+           ("small_enja-scaled", "against APE's 27.07 ± 0.46, +1.09 ± 1.41", "1.41", "1.20")]
+
+
+@pytest.mark.parametrize("folder, around, right, wrong", PLANTED)
+def test_a_wrong_figure_fails_though_its_folder_holds_it(folder, around, right, wrong):
+    text = (RESULTS / folder / "README.md").read_text(encoding="utf-8")
+    assert around in text and binding_problems(text, folder) == []
+    at = text.index(around)
+    comment = BINDING.search(text, at)  # the binding of the text around the figure
+    entry = re.compile(rf"(?<![\d.+-]){re.escape(right)} = ")
+    assert entry.search(comment.group(0)), comment.group(0)
+    planted = (text[:at] + around.replace(right, wrong, 1) + text[at + len(around):comment.start()]
+               + entry.sub(f"{wrong} = ", comment.group(0), count=1) + text[comment.end():])
+    # a value of the records of the folder or of a folder it links: what "any number there" passed
+    linked = [name for name in FOLDERS if name == folder or f"](../{name}/" in text]
+    assert any(candidates(RECORDS, name, wrong, folder) for name in linked)
+    assert any(line.startswith("line ") and f"{wrong} = " in line for line in binding_problems(planted, folder))
+
+
+def test_a_figure_from_an_unlinked_folder_fails():
+    """embedding-scale's 14.22 is multi30k-questions' APE drop: without a link to that folder
+    the page fails, as it failed to say where the figure came from before issue 58."""
+    text = (RESULTS / "embedding-scale" / "README.md").read_text(encoding="utf-8")
+    assert "14.22" in text and binding_problems(text, "embedding-scale") == []
+    unlinked_page = re.sub(r"\[([^]]*)\]\(\.\./multi30k-questions/[^)]*\)", r"\1", text)
+    assert binding_problems(unlinked_page, "embedding-scale") == [
+        "multi30k-questions: named by a binding, not linked"]
+
+
+def test_a_bindings_figures_and_values_are_checked_one_by_one():
+    """On multi30k-scaled's records: a figure bound to its field passes; bound to another run's,
+    rounded otherwise, with the wrong sign, out of order, or bound to nothing, it fails; a
+    figure no record holds passes only marked unrecorded, with why."""
+    ape1, ape3 = 'run("vanilla/ape/seed1").bleu.test', 'run("vanilla/ape/seed3").bleu.test'
+
+    def check(text):
+        return problems(text, RECORDS, "multi30k-scaled")[0]
+
+    assert check(f"APE scored 36.68 and 36.18.\n<!-- figures: 36.68 = {ape1}; 36.18 = {ape3} -->") == []
+    assert check(f"APE 36.68 (36.675).\n<!-- figures:\nwith run(\"vanilla/ape/seed1\"): 36.68 = .bleu.test; "
+                 "36.675 = .bleu.test\n-->") == []
+    assert len(check(f"APE scored 36.68.\n<!-- figures: 36.68 = {ape3} -->")) == 1
+    assert len(check(f"APE scored 36.7.\n<!-- figures: 36.7 = {ape3} -->")) == 1  # 36.18 is not 36.7
+    assert len(check(f"SHAPE - APE -1.10.\n<!-- figures: -1.10 = {ape1} - run(\"vanilla/shape-K10/seed1\")"
+                     ".bleu.test -->")) == 1  # +1.10
+    assert len(check(f"36.18 and 36.68.\n<!-- figures: 36.68 = {ape1}; 36.18 = {ape3} -->")) == 1
+    unbound = check("APE scored 36.68.\n\nNo binding after it.")
+    assert len(unbound) == 1 and unbound[0].startswith("line 1+: 36.68 is bound by no binding comment after it "
+                                                       '(it could be: run("vanilla/ape/seed1").bleu.test'), unbound
+    assert check("Words: 11.66 per line.\n<!-- figures: 11.66 = unrecorded: a corpus statistic -->") == []
+    assert check("Words: 11.66 and 12.04.\n<!-- figures unrecorded: corpus statistics -->") == []
+    assert len(check("Words: 11.66 per line.\n<!-- figures: 11.66 = unrecorded: -->")) == 1  # without why
+    assert check("`wu:0.6` and version 3.5.1, x1.01: no figure here.") == []
 
 
 def test_the_gap_trend_of_multi30k_questions_is_computed_from_its_results():

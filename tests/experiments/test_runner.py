@@ -94,19 +94,19 @@ def test_claims_table_follows_the_results(demo, tmp_path):
         store_curve(label, flat)
         store(label, "analyses/swapped.json", train={"applicable": True, "original": 30.0, "swapped": 30.0 - drop,
                                                      "drop": drop, "examples": 10})
-    row = claim_after_report()
-    assert "training examples: APE 30.00 -> 21.00 (drop 9.00), SHAPE 30.00 -> 29.00 (drop 1.00)" in row
-    assert row.endswith("| yes |")
+    row = claim_after_report()  # one seed each: the figures, not judged by spread
+    assert ("training examples: APE 30.00 -> 21.00, drop 9.00 (1 seed), SHAPE 30.00 -> 29.00, drop 1.00 (1 seed); "
+            "SHAPE - 0.5 x APE -3.50; one seed: not judged by spread | not measured |") in row
     store("shape", "analyses/swapped.json", train={"applicable": True, "original": 30.0, "swapped": 22.0,
                                                    "drop": 8.0, "examples": 10})
-    assert claim_after_report().endswith("| no |")
+    assert "SHAPE 30.00 -> 22.00, drop 8.00 (1 seed); SHAPE - 0.5 x APE +3.50" in claim_after_report()
     store_curve("shape", falling)
     row = claim_after_report()
     assert row.endswith("| not measured |") and "synthetic/shape/seed1 (valid ppl 7.00 at step 12 -> 5.00" in row
     store_curve("shape", flat)
     store("ape", "analyses/swapped.json", train={"applicable": False, "examples": 10, "why": "not applicable: no sep"})
     row = claim_after_report()
-    assert row.endswith("| not measured |") and "APE: not applicable: no sep" in row
+    assert row.endswith("| not measured |") and "APE synthetic/ape/seed1: not applicable: no sep" in row
     # The demo has no VANILLA data setting: that claim is not measured, not guessed.
     row = claims_row((copy / "report.md").read_text(encoding="utf-8"), "SHAPE's BLEU on VANILLA")
     assert row.endswith("| not measured |")
@@ -142,20 +142,26 @@ def test_claims_of_two_batches_side_by_side(demo, tmp_path):
     default.mkdir()
     controlled.mkdir()
     (default / "results.json").write_text(json.dumps(written), encoding="utf-8")
-    for record in written["runs"]:  # the second batch: converged APE and SHAPE, SHAPE's swapped drop far below
-        if record["method"] in ("ape", "shape"):
-            drop = 9.0 if record["method"] == "ape" else 1.0
-            record["curve"]["valid"] = [{"step": 4 * (i + 1), "ppl": ppl} for i, ppl in enumerate([9.0, 6.0, 5.0, 5.0])]
-            record["analysis_results"]["swapped"] = {
-                **record["analysis_results"]["swapped"],
+    # the second batch: converged APE and SHAPE at three seeds, SHAPE's swapped drop far below APE's
+    drops = {"ape": (9.0, 8.5, 9.5), "shape": (1.0, 1.5, 0.5)}
+    seeded = []
+    for record in written["runs"]:
+        for seed, drop in enumerate(drops.get(record["method"], ()), 1):  # the demo's seed 1, made three
+            copy = json.loads(json.dumps(record))
+            copy.update(id=record["id"].replace("seed1", f"seed{seed}"), seed=seed)
+            copy["curve"]["valid"] = [{"step": 4 * (i + 1), "ppl": ppl} for i, ppl in enumerate([9.0, 6.0, 5.0, 5.0])]
+            copy["analysis_results"]["swapped"] = {
+                **copy["analysis_results"]["swapped"],
                 "train": {"applicable": True, "original": 30.0, "swapped": 30.0 - drop, "drop": drop, "examples": 10}}
-    (controlled / "results.json").write_text(json.dumps(written), encoding="utf-8")
+            seeded.append(copy)
+    runs = [r for r in written["runs"] if r["method"] not in drops] + seeded
+    (controlled / "results.json").write_text(json.dumps({**written, "runs": runs}), encoding="utf-8")
     result = run([command("onmt-posenc"), "claims", default / "results.json", controlled / "results.json"],
                  cwd=tmp_path)
     assert result.stdout.splitlines()[0] == "| claim | paper | default | controlled |"
     cells = claims_row(result.stdout, "SHAPE's swapped drop is far below APE's").split(" | ")
     assert cells[2].startswith("**not measured**: ")
-    assert cells[3].startswith("**yes**: ") and "APE 30.00 -> 21.00 (drop 9.00)" in cells[3]
+    assert cells[3].startswith("**yes**: ") and "APE 30.00 -> 21.00, drop 9.00 ± 0.50 (3 seeds)" in cells[3]
     absent = next(line for line in result.stdout.splitlines() if line.startswith("Not in any of these batches: "))
     assert "SHAPE's BLEU on VANILLA is about APE's" in absent  # the demo has no VANILLA setting
     assert not any(line.startswith("| SHAPE's BLEU on VANILLA") for line in result.stdout.splitlines())

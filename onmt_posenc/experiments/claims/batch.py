@@ -7,32 +7,48 @@ on both sides (its key term alone included) is RPE, and the perSPE paper's
 encoder/decoder names (SPE, perSPE, none, RPE) for its ablations. Where a role has
 several labels (a K grid), the one with the best BLEU on the `valid` set at the
 lowest seed is used, as the paper chose K on its dev set; without that BLEU for each
-label, none is (Batch.unchosen) and the role is not in the batch. A claim is "not measured"
-where the batch cannot say: it lacks what the claim needs, or a model the claim rests
-on has not converged (curves.RULE).
+label, none is (Batch.unchosen) and the role is not in the batch. A run that failed to
+learn (failed_to_learn) plays no role. A claim is "not measured" where the batch cannot
+say: it lacks what the claim needs, or a model the claim rests on has not converged
+(curves.RULE).
 
-"About the same", "better" and "worse" are judged within SPREAD_FACTOR standard errors of the
-difference of two means, from the seeds' spread: the two methods' own where either has
-MIN_SEEDS_FOR_SPREAD seeds or more, else the spread of the methods of the batch that have (a
-one-run comparison); where no method of the batch has, the claim cannot be judged and is not
-measured.
+Two methods are compared over their seeds by a Difference: the difference of their means,
+with a Student's t interval at CONFIDENCE from the seeds' spread, pooled over the methods
+compared that have MIN_SEEDS_FOR_SPREAD seeds or more (else, for BLEU, over the methods of the
+batch that have: a one-run comparison), at the degrees of freedom of that pooled variance.
+A claim of sameness is judged two-sided and can only find "no difference measured"; a claim
+of a direction (better, worse, not below, at most a share) one-sided. Without a spread the
+comparison is not judged.
 """
 import math
 import statistics
 from typing import NamedTuple
 
+from scipy.stats import t as student_t
+
 from onmt_posenc.model.attention import attention_scheme
 from onmt_posenc.model.positions import POSITION_ENCODINGS, side_schemes
+from onmt_posenc.experiments.running.curves import generalization_gap
 from onmt_posenc.experiments.running.records import read_analysis
 
-# How close "about the same" is: SPREAD_FACTOR standard errors of the difference (from the seeds' spread).
-SPREAD_FACTOR = 2.0
+# The confidence of every interval the claims print and judge by.
+CONFIDENCE = 0.95
 # The fewest seeds a spread is taken from: the standard deviation of two values has one degree
 # of freedom, and falls below a fifth of the true one about one time in six (two Multi30k APE
 # seeds scored 36.675 and 36.681, which would have made every difference of 0.01 "not the same").
 MIN_SEEDS_FOR_SPREAD = 3
 # How a claim's measured text starts where the batch lacks what the claim needs (missing()).
 NOT_IN_BATCH = "not in this batch"
+# A run failed to learn where, at the end of training, its validation perplexity is at least
+# FAILED_VALID_RATIO times its data setting's baseline's AND its generalization gap (last
+# validation perplexity over the last quarter's training perplexity) at least FAILED_GAP_RATIO
+# times the baseline's: far above the baseline on held-out text while it fits its training
+# data. Set from the 169 committed runs with both curves (against their setting's baseline):
+# multi30k-scaled-swapped's INTERPOLATE-warm SHAPE K = 500 has 3.16 and 1.39; no other run's
+# gap ratio is above 1.18, and the others at twice the baseline's perplexity or more (no
+# positions or ALiBi on the synthetic task) fit their training data no better (gap ratios
+# 0.88-0.92): models that cannot learn the task, not ones that failed to.
+FAILED_VALID_RATIO, FAILED_GAP_RATIO = 2.0, 1.25
 
 
 # A method's role, by (encoder, decoder, attention) of its config: the tables' names,
@@ -79,14 +95,42 @@ def not_converged(records):
             for r in records if (r.get("convergence") or {}).get("converged") is not True]
 
 
+def failed_to_learn(records, baseline):
+    """{id: why} of the finished runs that failed to learn (FAILED_VALID_RATIO and
+    FAILED_GAP_RATIO against the mean of their data setting's `baseline` runs); a run, or a
+    baseline, without both learning curves is not judged."""
+    def end(record):  # (last validation perplexity, generalization gap), None without both curves
+        gap = generalization_gap(record.get("curve") or {})
+        return None if gap is None else (record["curve"]["valid"][-1]["ppl"], gap)
+
+    finished = [r for r in records if r["status"] == "finished" and end(r)]
+    failed = {}
+    for data in dict.fromkeys(r["data"] for r in finished):
+        here = [r for r in finished if r["data"] == data]
+        ends = [end(r) for r in here if r["method"] == baseline]
+        if not ends:
+            continue
+        base_valid, base_gap = (statistics.mean(values) for values in zip(*ends))
+        for record in here:
+            valid, gap = end(record)
+            if valid >= FAILED_VALID_RATIO * base_valid and gap >= FAILED_GAP_RATIO * base_gap:
+                failed[record["id"]] = (f"valid ppl {valid:.2f}, x{valid / base_valid:.2f} {baseline}'s "
+                                        f"{base_valid:.2f}; valid/train ppl {gap:.2f}, x{gap / base_gap:.2f} "
+                                        f"{baseline}'s {base_gap:.2f}")
+    return failed
+
+
 class Batch:
-    """The finished runs of a batch, by data setting and role (APE, SHAPE, RPE)."""
+    """The finished runs of a batch that learned (failed: {id: why} of those that did not), by
+    data setting and role (APE, SHAPE, RPE)."""
 
     def __init__(self, experiment, records):
         self.experiment, self.records = experiment, records
+        self.failed = failed_to_learn(records, experiment.baseline)
         by_label = {}  # (data, role) -> {label: finished records}
         for record in records:
-            role = role_of(record, experiment.baseline) if record["status"] == "finished" else None
+            learned = record["status"] == "finished" and record["id"] not in self.failed
+            role = role_of(record, experiment.baseline) if learned else None
             if role is not None:
                 by_label.setdefault((record["data"], role), {}).setdefault(record["label"], []).append(record)
         self.runs, self.choices = {}, {}
@@ -147,55 +191,139 @@ def mean_cell(values, digits=2, seeds=False):
     none); `seeds`: saying over how many."""
     if not values:
         return "–"
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    cell = f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
-    return f"{cell} ({len(values)} seeds)" if seeds else cell
+    cell = (f"{values[0]:.{digits}f}" if len(values) == 1
+            else f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}")
+    return f"{cell} ({len(values)} seed{'s' if len(values) > 1 else ''})" if seeds else cell
 
 
-def pooled_variance(samples):
-    """The pooled variance of several samples (each of two values or more)."""
-    return sum(statistics.variance(v) * (len(v) - 1) for v in samples) / sum(len(v) - 1 for v in samples)
+def t_quantile(df, sides):
+    """Student's t at `df` degrees of freedom that a difference must pass, in standard errors,
+    at CONFIDENCE: sides 2, either way (2.776 at 4 df); sides 1, one way (2.132)."""
+    return float(student_t.ppf(1 - (1 - CONFIDENCE) / sides, df))
 
 
-def difference_tolerance(a, b, batch_seeds, digits=2):
-    """How far apart two sets of values' means may be and still be "about the same":
-    SPREAD_FACTOR standard errors of the difference of means, from the pooled variance of
-    a's and b's seeds where either has MIN_SEEDS_FOR_SPREAD, else of `batch_seeds` ({name: values},
-    the batch's methods with that many). Returns (tolerance, the rule in words); tolerance None
-    where nothing has: the comparison cannot be judged."""
-    own = [values for values in (a, b) if len(values) >= MIN_SEEDS_FOR_SPREAD]
+class Spread(NamedTuple):
+    """A variance pooled over the seeds of several methods, its degrees of freedom, and whose it is."""
+    variance: float
+    df: int
+    source: str
+
+    @classmethod
+    def pooled(cls, samples, source):
+        """Of {name: values} (each of two values or more); source: words before the seeds' names."""
+        df = sum(len(values) - 1 for values in samples.values())
+        variance = sum(statistics.variance(values) * (len(values) - 1) for values in samples.values()) / df
+        seeds = " and ".join(f"{name}'s {len(values)}" for name, values in samples.items())
+        return cls(variance, df, f"{source}{seeds} seeds")
+
+
+class Difference(NamedTuple):
+    """One quantity of two methods over their seeds: `one`'s mean minus `scale` times `other`'s
+    (scale 1: the plain difference; 0.5: against half the other's), with Student's t interval
+    from `spread` (None: too few seeds for one, and not judged)."""
+    names: tuple  # (one's, other's)
+    one: list  # the quantity, a value a seed
+    other: list
+    spread: Spread
+    scale: float = 1.0
+
+    @property
+    def estimate(self):
+        return statistics.mean(self.one) - self.scale * statistics.mean(self.other)
+
+    @property
+    def standard_error(self):
+        return math.sqrt(self.spread.variance * (1 / len(self.one) + self.scale ** 2 / len(self.other)))
+
+    def margin(self, sides):
+        """How far the estimate may be from the true difference at CONFIDENCE: sides 2, either
+        way; sides 1, the one way a one-sided rule reads."""
+        return t_quantile(self.spread.df, sides) * self.standard_error
+
+    def what(self):
+        one, other = self.names
+        return f"{one} - {other}" if self.scale == 1 else f"{one} - {self.scale:g} x {other}"
+
+    def interval(self, sides, digits=2, bound=None):
+        """The estimate and its interval in words: sides 2, ± the margin; sides 1, the `bound`
+        ("lower" or "upper") a one-sided rule reads; then the t, its degrees of freedom and the seeds."""
+        margin, estimate = self.margin(sides), self.estimate
+        shown = (f"{estimate:+.{digits}f} ± {margin:.{digits}f}" if sides == 2 else
+                 f"{estimate:+.{digits}f}, {'at least' if bound == 'lower' else 'at most'} "
+                 f"{estimate - margin if bound == 'lower' else estimate + margin:+.{digits}f}")
+        kind = "two-sided" if sides == 2 else "one-sided"
+        return (f"{self.what()} {shown} ({kind} {CONFIDENCE:.0%}, Student's t {t_quantile(self.spread.df, sides):.3f} "
+                f"at {self.spread.df} df from {self.spread.source})")
+
+    def figures(self, sides, bound=None):
+        """The numbers the row states, for results.json: estimate, margin, the bound read, df, seeds."""
+        figures = {"estimate": self.estimate, "means": [statistics.mean(self.one), statistics.mean(self.other)],
+                   "seeds": [len(self.one), len(self.other)], **({"scale": self.scale} if self.scale != 1 else {})}
+        if self.spread is None:
+            return figures
+        figures.update(margin=self.margin(sides), sides=sides, df=self.spread.df, t=t_quantile(self.spread.df, sides))
+        if bound:
+            figures[bound] = self.estimate + (-1 if bound == "lower" else 1) * figures["margin"]
+        return figures
+
+
+def seed_difference(names, one, other, batch_seeds=None, scale=1.0):
+    """The Difference of two methods' values, a value a seed, judged by the variance pooled over
+    whichever of the two has MIN_SEEDS_FOR_SPREAD seeds or more, else over `batch_seeds` ({name:
+    values} of the batch's methods with that many: for BLEU, a one-run comparison), else none."""
+    own = {name: values for name, values in zip(names, (one, other)) if len(values) >= MIN_SEEDS_FOR_SPREAD}
     if own:
-        variance, source = pooled_variance(own), "the seeds' spread"
+        spread = Spread.pooled(own, "")
     elif batch_seeds:
-        variance = pooled_variance(list(batch_seeds.values()))
-        source = "the batch's seed spread (" + ", ".join(f"{name}'s {len(v)} seeds" for name, v in batch_seeds.items()) + ")"
+        spread = Spread.pooled(batch_seeds, "the batch's spread: ")
     else:
-        return None, (f"cannot be judged: no method of the batch has {MIN_SEEDS_FOR_SPREAD} seeds, the fewest whose "
-                      "spread is taken")
-    error = math.sqrt(variance * (1 / len(a) + 1 / len(b)))
-    return SPREAD_FACTOR * error, (f"the same if within ±{SPREAD_FACTOR * error:.{digits}f}, {SPREAD_FACTOR:g} standard "
-                                   f"errors of the difference from {source}")
+        spread = None
+    return Difference(tuple(names), list(one), list(other), spread, scale)
+
+
+def too_few_seeds(difference, batch_wide):
+    """Why a Difference without a spread is not judged: "one seed" where each side has one and
+    no other method could lend a spread; `batch_wide`: whether the batch's other methods could."""
+    if max(len(difference.one), len(difference.other)) == 1 and not batch_wide:
+        return "one seed: not judged by spread"
+    whose = "no method of the batch has" if batch_wide else "neither method has"
+    return f"not judged: {whose} {MIN_SEEDS_FOR_SPREAD} seeds, the fewest whose spread is taken"
+
+
+class Rule(NamedTuple):
+    """How a claim reads a Difference: two-sided (bound None: a sameness, which can only find a
+    difference) or one-sided on the bound it reads ("lower": the claim is that the difference is
+    above zero; "upper": below); the verdict ("held") and its words where the interval clears
+    zero that way and where it does not."""
+    sides: int
+    bound: str
+    cleared: tuple  # (held, words)
+    not_cleared: tuple
+
+    def judge(self, difference, batch_wide=False, digits=2):
+        """(held, the interval and verdict in words, the figures for results.json); without a
+        spread: not measured, and why."""
+        if difference.spread is None:
+            return ("not measured", f"{difference.what()} {difference.estimate:+.{digits}f}; "
+                    f"{too_few_seeds(difference, batch_wide)}", difference.figures(self.sides))
+        estimate, margin = difference.estimate, difference.margin(self.sides)
+        cleared = {None: abs(estimate) > margin, "lower": estimate - margin > 0, "upper": estimate + margin < 0}
+        held, words = self.cleared if cleared[self.bound] else self.not_cleared
+        return (held, f"{difference.interval(self.sides, digits, self.bound)}: {words}",
+                difference.figures(self.sides, self.bound))
+
+
+SAME = Rule(2, None, ("no", "a difference measured"), ("no difference measured", "no difference measured"))
+ABOVE = Rule(1, "lower", ("yes", "above, measured"), ("no", "no rise measured"))
+BELOW = Rule(1, "upper", ("yes", "below, measured"), ("no", "no drop measured"))
+NOT_BELOW = Rule(1, "upper", ("no", "below, measured"), ("no drop measured", "no drop measured"))
 
 
 class Comparison(NamedTuple):
     """Two roles' BLEU on the evaluation set the claims read, in the first VANILLA setting with both."""
     data: str
     eval_set: str
-    one: list  # the role's BLEU, a score a seed
-    other: list  # the other role's
-    tolerance: float  # difference_tolerance's; None: the comparison cannot be judged
-    rule: str
-
-    @property
-    def means(self):
-        return statistics.mean(self.one), statistics.mean(self.other)
-
-    @property
-    def difference(self):
-        """Of the means, the role's minus the other's."""
-        one, other = self.means
-        return one - other
+    difference: Difference
 
 
 def compared_set(eval_sets):
@@ -203,29 +331,33 @@ def compared_set(eval_sets):
     return "test" if "test" in eval_sets else eval_sets[-1]
 
 
-def vanilla_comparison(batch, role, against):
-    """`role` against `against` on the test set (else the last evaluation set) of the first
-    VANILLA setting that has both; None where no setting has."""
+def vanilla_comparison(batch, role, against, scale=1.0):
+    """`role` against `against` (times `scale`) on the test set (else the last evaluation set)
+    of the first VANILLA setting that has both; None where no setting has."""
     eval_set = compared_set(batch.experiment.eval_sets)
     for data in batch.of_kind("VANILLA"):
         one, other = batch.bleu(data, role, eval_set), batch.bleu(data, against, eval_set)
         if one and other:
-            tolerance, rule = difference_tolerance(one, other, batch.seeded(data, eval_set))
-            return Comparison(data, eval_set, one, other, tolerance, rule)
+            return Comparison(data, eval_set, seed_difference((role, against), one, other,
+                                                              batch.seeded(data, eval_set), scale))
     return None
 
 
-def row(claim, paper, measured, held):
+def row(claim, paper, measured, held, figures=None):
+    """A row of the claims table; `figures`: the numbers it states, by name (results.json keeps them)."""
     return {"claim": claim, "paper": paper, "measured": measured,
-            "held": held if isinstance(held, str) else "yes" if held else "no"}
+            "held": held if isinstance(held, str) else "yes" if held else "no",
+            **({"figures": figures} if figures else {})}
 
 
 def missing(claim, paper, what):
     return row(claim, paper, f"{NOT_IN_BATCH} ({what})", "not measured")
 
 
-def unconverged(claim, paper, measured, records):
+def unconverged(claim, paper, measured, records, figures=None):
+    """The row "not measured" where a model of `records` has not converged (its figures still
+    shown), else None."""
     waiting = not_converged(records)
     if waiting:
-        return row(claim, paper, f"{measured}; not converged: {'; '.join(waiting)}", "not measured")
+        return row(claim, paper, f"{measured}; not converged: {'; '.join(waiting)}", "not measured", figures)
     return None

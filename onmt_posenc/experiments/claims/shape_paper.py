@@ -2,9 +2,11 @@
 
 Each claim names the paper's figure, computes this batch's figure from the
 stored results (result.json and analyses/*.json of each run), and says whether
-it held: "yes", "no", or "not measured". Not measured means the batch cannot
-say: it lacks the data setting, method or analysis the claim needs; a model
-the claim rests on has not converged (curves.RULE); or, for the swapped
+it held: "yes", "no", "not measured", or what a rule that can only find a
+difference found ("no difference measured", "no drop measured": batch.Rule).
+Not measured means the batch cannot say: it lacks the data setting, method or
+analysis the claim needs; a model the claim rests on has not converged
+(curves.RULE); its seeds give no spread to judge by; or, for the swapped
 evaluation, a model does not write the separators or APE shows no effect to
 reduce. A claim is computed only on the kind of data setting the paper used
 for it: VANILLA for BLEU, EXTRAPOLATE for unseen lengths, models trained on
@@ -15,91 +17,117 @@ prefer VANILLA and name the setting they used.
 The methods are recognized by the role they play (batch.ROLES). Where a batch
 has them, the perSPE paper's findings and seed 003's follow (perspe_paper).
 """
+import math
 import statistics
 
 from onmt_posenc.analysis import length_buckets
-from onmt_posenc.experiments.claims.batch import (Batch, difference_tolerance, joined_training, mean_cell, missing,
-                                                  row, unconverged)
-from onmt_posenc.experiments.claims.perspe_paper import compare, perspe_claims, same
+from onmt_posenc.experiments.claims.batch import (ABOVE, CONFIDENCE, NOT_BELOW, SAME, Batch, Rule, joined_training,
+                                                  mean_cell, missing, row, seed_difference, t_quantile, unconverged)
+from onmt_posenc.experiments.claims.perspe_paper import compare, perspe_claims
 from onmt_posenc.experiments.claims.speeds import speed_compared_runs
 
 # Training speed ratio within this of 1 is "about as fast".
 SAME_SPEED = 0.05
 # A machine whose load average exceeds its cores by more than this was shared
 LOAD_MARGIN = 0.5
-# "Far below": SHAPE's swapped drop at most this share of APE's, which must itself be a real drop.
+# "Far below": SHAPE's swapped drop at most this share of APE's (judged one-sided on SHAPE's drops
+# minus this share of APE's, over their seeds), where APE's drops average this much or more.
 SWAPPED_SHARE, SWAPPED_MIN_APE_DROP = 0.5, 1.0
+FAR_BELOW = Rule(1, "upper", ("yes", f"at most {SWAPPED_SHARE:g} of APE's drop, measured"),
+                 ("no", f"not shown to be at most {SWAPPED_SHARE:g} of APE's drop"))
 NEAR_INVARIANT = 0.9
 
 
 def vanilla_bleu(batch, role, paper):
-    return compare(batch, f"{role}'s BLEU on VANILLA is about APE's", paper, role, "APE", same)
+    return compare(batch, f"{role}'s BLEU on VANILLA is about APE's", paper, role, "APE", SAME)
+
+
+def unseen_bleu(result, unseen):
+    """A length_buckets result's BLEU over the buckets `unseen` (indices), weighted by their sentences."""
+    return sum(result["bleu"][k] * result["counts"][k] for k in unseen) / sum(result["counts"][k] for k in unseen)
 
 
 def unseen_lengths(batch, role, paper):
+    """Every seed of `role` and of APE with length buckets on the first EXTRAPOLATE setting that
+    has both: the BLEU of the buckets longer than any training source, weighted by their sentences,
+    a value a seed; `role` minus APE judged one-sided (NOT_BELOW: held unless below beyond the spread)."""
     claim = f"{role} >= APE on source lengths unseen in training"
     for data in batch.of_kind("EXTRAPOLATE"):
-        ape, other = batch.analysis(data, "APE", "length_buckets"), batch.analysis(data, role, "length_buckets")
-        if ape is None or other is None:
+        ape, other = batch.analyses(data, "APE", "length_buckets"), batch.analyses(data, role, "length_buckets")
+        if not ape or not other:
             continue
-        names = sorted(ape, key=lambda name: name != "test")
-        for name in names:
-            if name not in other:
+        for name in sorted(ape[0][1], key=lambda name: name != "test"):
+            if not all(name in result for _, result in ape + other):
                 continue
-            result = length_buckets.compare({"APE": ape[name], role: other[name]}, "APE")
-            if not any(result["unseen"]):
+            first = ape[0][1][name]
+            unseen = [k for k, u in enumerate(length_buckets.unseen(first["buckets"], first["max_train_length"])) if u]
+            if not unseen:
                 continue
-            unseen = [k for k, u in enumerate(result["unseen"]) if u]
-            sentences = sum(result["counts"][k] for k in unseen)
-            gain = sum(result["gain"][role][k] * result["counts"][k] for k in unseen) / sentences
-            measured = (f"{batch.where(data, role)}, {name}: {sentences} sentences longer than any training source "
-                        f"(> {result['max_train_length']}): BLEU gain per bucket, weighted by its sentences, "
-                        f"{gain:+.2f}")
-            used = [batch.first_seed(data, "APE"), batch.first_seed(data, role)]
-            return unconverged(claim, paper, measured, used) or row(claim, paper, measured, gain >= 0)
+            difference = seed_difference((role, "APE"), [unseen_bleu(result[name], unseen) for _, result in other],
+                                         [unseen_bleu(result[name], unseen) for _, result in ape])
+            held, words, figures = NOT_BELOW.judge(difference)
+            measured = (f"{batch.where(data, role)}, {name}: {sum(first['counts'][k] for k in unseen)} sentences "
+                        f"longer than any training source (> {first['max_train_length']}): BLEU of their buckets, "
+                        f"weighted by their sentences, {role} {mean_cell(difference.one, seeds=True)} vs APE "
+                        f"{mean_cell(difference.other, seeds=True)}; {words}")
+            return (unconverged(claim, paper, measured, [record for record, _ in ape + other], figures)
+                    or row(claim, paper, measured, held, figures))
     return missing(claim, paper, f"an EXTRAPOLATE data setting with length buckets for APE and {role}")
 
 
-def _swapped_cell(result):
-    return f"{result['original']:.2f} -> {result['swapped']:.2f} (drop {result['drop']:.2f})"
+def _swapped_cell(results):
+    """A role's seeds on the swapped evaluation: mean original -> mean swapped, drop over the seeds."""
+    return (f"{statistics.mean(r['original'] for r in results):.2f} -> "
+            f"{statistics.mean(r['swapped'] for r in results):.2f}, "
+            f"drop {mean_cell([r['drop'] for r in results], seeds=True)}")
+
+
+def _share_cell(shares):
+    low, high = min(shares), max(shares)
+    return f"{low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"{low:.0%}-{high:.0%}"
 
 
 def swapped(batch, paper):
-    """On models trained on joined sentences, the paper's set (joined training examples)
-    first, else the evaluation set the experiment names; of several such data settings,
-    the first with drops for both models: found by the separators where both write them
-    right, else by alignment (results stored before the alignment existed have none: the
-    row then names each model's separators)."""
+    """On models trained on joined sentences, every seed of APE and SHAPE that has the analysis:
+    the paper's set (joined training examples) first, else the evaluation set the experiment
+    names; of several such data settings, the first with drops for both models: found by the
+    separators where every model writes them right, else by alignment (results stored before the
+    alignment existed have none: the row then names each model's separators). Judged one-sided
+    on SHAPE's drops minus SWAPPED_SHARE of APE's (FAR_BELOW)."""
     claim = "SHAPE's swapped drop is far below APE's"
     not_applicable = []
     for data in (d for d in batch.settings() if joined_training(batch.experiment.data[d])):
-        ape, shape = batch.analysis(data, "APE", "swapped"), batch.analysis(data, "SHAPE", "swapped")
-        if ape is None or shape is None:
+        ape, shape = batch.analyses(data, "APE", "swapped"), batch.analyses(data, "SHAPE", "swapped")
+        if not ape or not shape:
             continue
-        name = next((n for n in sorted(ape, key=lambda n: n != "train") if n in shape), None)
+        name = next((n for n in sorted(ape[0][1], key=lambda n: n != "train")
+                     if all(n in result for _, result in ape + shape)), None)
         if name is None:
             continue
         where = f"{batch.where(data, 'SHAPE')}, {'training examples' if name == 'train' else name}"
-        unusable = [f"{role}: {result['why']}" for role, result in (("APE", ape[name]), ("SHAPE", shape[name]))
-                    if not result["applicable"]]
-        ape_result, shape_result = ape[name], shape[name]
-        if unusable and ape_result.get("aligned") and shape_result.get("aligned"):
+        results = {"APE": [result[name] for _, result in ape], "SHAPE": [result[name] for _, result in shape]}
+        unusable = [f"{role} {record['id']}: {result[name]['why']}" for role, found in (("APE", ape), ("SHAPE", shape))
+                    for record, result in found if not result[name]["applicable"]]
+        if unusable and all(r.get("aligned") for found in results.values() for r in found):
             # X1 found by minimum edit distance instead of the separators the models do not write
-            ape_result, shape_result = ape_result["aligned"], shape_result["aligned"]
-            where += (f", X1 found by alignment (separators wrong on {ape[name]['wrong_separators']:.0%} of APE's "
-                      f"and {shape[name]['wrong_separators']:.0%} of SHAPE's lines)")
+            wrong = {role: _share_cell([r["wrong_separators"] for r in found]) for role, found in results.items()}
+            where += (f", X1 found by alignment (separators wrong on {wrong['APE']} of APE's and {wrong['SHAPE']} of "
+                      "SHAPE's lines)")
+            results = {role: [r["aligned"] for r in found] for role, found in results.items()}
         elif unusable:
             not_applicable.append(f"{where}: {'; '.join(unusable)}")
             continue
-        measured = f"{where}: APE {_swapped_cell(ape_result)}, SHAPE {_swapped_cell(shape_result)}"
-        used = [batch.first_seed(data, "APE"), batch.first_seed(data, "SHAPE")]
-        waiting = unconverged(claim, paper, measured, used)
+        measured = f"{where}: APE {_swapped_cell(results['APE'])}, SHAPE {_swapped_cell(results['SHAPE'])}"
+        ape_drops, shape_drops = ([r["drop"] for r in results[role]] for role in ("APE", "SHAPE"))
+        held, words, figures = FAR_BELOW.judge(seed_difference(("SHAPE", "APE"), shape_drops, ape_drops,
+                                                                scale=SWAPPED_SHARE))
+        waiting = unconverged(claim, paper, measured, [record for record, _ in ape + shape], figures)
         if waiting:
             return waiting
-        if ape_result["drop"] < SWAPPED_MIN_APE_DROP:
+        if statistics.mean(ape_drops) < SWAPPED_MIN_APE_DROP:
             return row(claim, paper, measured + f"; APE drops < {SWAPPED_MIN_APE_DROP:g}, so there is no effect "
-                                                 "for SHAPE to reduce", "not measured")
-        return row(claim, paper, measured, shape_result["drop"] <= SWAPPED_SHARE * ape_result["drop"])
+                                                 "for SHAPE to reduce", "not measured", figures)
+        return row(claim, paper, f"{measured}; {words}", held, figures)
     if not_applicable:
         return row(claim, paper, "; ".join(not_applicable), "not measured")
     return missing(claim, paper, "a setting trained on joined sentences (INTERPOLATE) with the swapped analysis "
@@ -107,9 +135,12 @@ def swapped(batch, paper):
 
 
 def shift_invariance(batch, paper):
-    """SHAPE's mean over its seeds at least NEAR_INVARIANT, and APE's below it by more than
-    difference_tolerance of the two (from their seeds' spread: APE needs MIN_SEEDS_FOR_SPREAD seeds)."""
-    claim = f"SHAPE's encoder is near shift-invariant (>= {NEAR_INVARIANT:g}), APE's lower beyond its seeds' spread"
+    """Every seed of SHAPE and APE: SHAPE's mean similarity at least NEAR_INVARIANT by its
+    one-sided lower bound, and SHAPE minus APE above zero by its one-sided lower bound (ABOVE),
+    both from the spread pooled over the two methods' seeds (either with MIN_SEEDS_FOR_SPREAD
+    or more; else not judged)."""
+    claim = (f"SHAPE's encoder is near shift-invariant (>= {NEAR_INVARIANT:g}), APE's lower, both beyond the "
+             "seeds' spread")
     for data in batch.settings("VANILLA"):
         ape, shape = (batch.analyses(data, role, "shift_invariance") for role in ("APE", "SHAPE"))
         if not ape or not shape:
@@ -118,17 +149,20 @@ def shift_invariance(batch, paper):
         note = "; RPE 1.00 by construction (no absolute positions)" if rpe and not rpe["absolute_positions"] else ""
         offsets = ", ".join(str(k) for k in shape[0][1]["offsets"])
         shape_values, ape_values = ([result["mean_off_diagonal"] for _, result in runs] for runs in (shape, ape))
-        tolerance, rule = difference_tolerance(shape_values, ape_values, {}, digits=3)
-        shape_mean = statistics.mean(shape_values)
-        gap = shape_mean - statistics.mean(ape_values)
+        difference = seed_difference(("SHAPE", "APE"), shape_values, ape_values)
+        held, words, figures = ABOVE.judge(difference, digits=3)
+        if difference.spread is not None:
+            spread = difference.spread
+            floor = statistics.mean(shape_values) - t_quantile(spread.df, 1) * math.sqrt(spread.variance /
+                                                                                        len(shape_values))
+            near = floor >= NEAR_INVARIANT
+            words = (f"SHAPE at least {floor:.3f} (one-sided {CONFIDENCE:.0%}, the same t and spread): "
+                     f"{'' if near else 'not '}above {NEAR_INVARIANT:g}; {words}")
+            held, figures = ("yes" if near and held == "yes" else "no"), {**figures, "shape_lower": floor}
         measured = (f"{batch.where(data, 'SHAPE')}, offsets {offsets}: SHAPE {mean_cell(shape_values, 3, seeds=True)}, "
-                    f"APE {mean_cell(ape_values, 3, seeds=True)} ({gap:+.3f}; {rule}){note}")
-        waiting = unconverged(claim, paper, measured, [record for record, _ in ape + shape])
-        if waiting:
-            return waiting
-        if tolerance is None:
-            return row(claim, paper, measured, "not measured")
-        return row(claim, paper, measured, shape_mean >= NEAR_INVARIANT and gap > tolerance)
+                    f"APE {mean_cell(ape_values, 3, seeds=True)}; {words}{note}")
+        waiting = unconverged(claim, paper, measured, [record for record, _ in ape + shape], figures)
+        return waiting or row(claim, paper, measured, held, figures)
     return missing(claim, paper, "the shift-invariance analysis for APE and SHAPE")
 
 

@@ -7,8 +7,8 @@ import statistics
 from onmt_posenc.analysis import plots
 from onmt_posenc.experiments.claims import shape_paper
 from onmt_posenc.experiments.running import curves
-from onmt_posenc.experiments.claims.batch import (MIN_SEEDS_FOR_SPREAD, SPREAD_FACTOR, Batch, compared_set,
-                                                  difference_tolerance, mean_cell)
+from onmt_posenc.experiments.claims.batch import (FAILED_GAP_RATIO, FAILED_VALID_RATIO, MIN_SEEDS_FOR_SPREAD, Batch,
+                                                  compared_set, failed_to_learn, mean_cell, seed_difference)
 from onmt_posenc.experiments.running.records import where_its_log_is
 from onmt_posenc.experiments.claims.speeds import describe_machine, speed_machine, timed_runs
 from onmt_posenc.experiments.report.runs import baseline_label
@@ -42,9 +42,15 @@ def claims_table(report):
                "it held here (computed from the results below; see onmt_posenc/experiments/claims/ for each test).", "")
     report.table(["claim", "paper", "this batch", "held?"],
                  [[row["claim"], row["paper"], row["measured"], row["held"]] for row in rows])
-    unchosen = Batch(report.experiment, report.records).unchosen.values()
-    if unchosen:
-        report.add("Left out of the claims, as the paper chose K on its dev set: " + "; ".join(unchosen) + ".", "")
+    batch = Batch(report.experiment, report.records)
+    if batch.unchosen:
+        report.add("Left out of the claims, as the paper chose K on its dev set: "
+                   + "; ".join(batch.unchosen.values()) + ".", "")
+    if batch.failed:
+        report.add(f"Left out of the claims, as they failed to learn (validation perplexity at least "
+                   f"x{FAILED_VALID_RATIO:g} the baseline's of their data setting, and validation over training "
+                   f"perplexity at least x{FAILED_GAP_RATIO:g} the baseline's): "
+                   + "; ".join(f"{id} ({why})" for id, why in batch.failed.items()) + ".", "")
 
 
 def bleu_table(report):
@@ -124,9 +130,9 @@ def data_size_section(report):
         ape, shape = batch.bleu(data, "APE", eval_set), batch.bleu(data, "SHAPE", eval_set)
         pairs = report.experiment.training_pairs.get(data)
         if ape and shape and pairs:
-            # the claims' rule: one standard error where SPREAD_FACTOR of them is "about the same"
-            tolerance, _ = difference_tolerance(ape, shape, batch.seeded(data, eval_set))
-            spread = tolerance / SPREAD_FACTOR if tolerance is not None else None
+            # the standard error of the claims' difference (their interval is Student's t of it)
+            difference = seed_difference(("SHAPE", "APE"), shape, ape, batch.seeded(data, eval_set))
+            spread = difference.standard_error if difference.spread is not None else None
             points.append((pairs, data, ape, shape, statistics.mean(shape) - statistics.mean(ape), spread))
     if len(points) < 2:
         return
@@ -227,12 +233,13 @@ def speed_table(report):
 
 def runs_table(report):
     report.add("## Runs", "")
-    rows = []
+    rows, failed = [], failed_to_learn(report.records, report.experiment.baseline)
     for r in report.records:
         shown = r["status"] != "stale"  # a stale run's figures are left out here too
         bleu = ", ".join(f"{k} {v:.2f}" for k, v in r.get("bleu", {}).items() if shown) or "–"
         note = r.get("error", "") if r["status"] != "finished" else "; ".join(
-            f"{k}: {v}" for k, v in r.get("analysis_errors", {}).items())
+            ([f"failed to learn ({failed[r['id']]}): left out of the claims"] if r["id"] in failed else [])
+            + [f"{k}: {v}" for k, v in r.get("analysis_errors", {}).items()])
         if r.get("runner"):
             note = f"being worked on now by a runner ({r['runner']})" + (f"; {note}" if note else "")
         log = where_its_log_is(r, note, markdown=True)

@@ -139,3 +139,15 @@ def convergence(valid):
     return {"converged": -DIVERGED_ABOVE <= gain < CONVERGED_BELOW,
             "why": f"valid ppl {before['ppl']:.2f} at step {before['step']} -> {last['ppl']:.2f} at step "
                    f"{last['step']} ({-gain:+.1%}{'; diverging' if gain < -DIVERGED_ABOVE else ''})"}
+
+
+def generalization_gap(curve):
+    """The last validation perplexity over the mean training perplexity of the last quarter of
+    training (the reports after 3/4 of the last validation's step): how much worse the model
+    does on held-out text than on the text it trains on. None without both curves."""
+    valid, train = curve.get("valid") or [], curve.get("train") or []
+    if not valid:
+        return None
+    last = valid[-1]["step"]
+    quarter = [point["ppl"] for point in train if 0.75 * last < point["step"] <= last]
+    return valid[-1]["ppl"] / statistics.mean(quarter) if quarter else None
