@@ -158,7 +158,8 @@ def plot_seeds(per_method, path, title):
                 raise ValueError(f"{label} was bucketed on other source sentences")
             columns = list(zip(*(result[key] for result in seeds)))
             mean = [sum(column) / len(column) for column in columns]
-            ax.plot(mids, mean, marker="o", markersize=3, color=f"C{i}", label=f"{label} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})")
+            many = "s" if len(seeds) > 1 else ""
+            ax.plot(mids, mean, marker="o", markersize=3, color=f"C{i}", label=f"{label} ({len(seeds)} seed{many})")
             if len(seeds) > 1:
                 ax.fill_between(mids, [min(c) for c in columns], [max(c) for c in columns], color=f"C{i}", alpha=0.2)
         if first["max_train_length"] is not None:
