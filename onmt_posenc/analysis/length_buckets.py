@@ -35,16 +35,22 @@ def unseen(buckets, max_train_length):
     return [max_train_length is not None and int(bucket.split("-")[0]) > max_train_length for bucket in buckets]
 
 
-def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=None, nlls=None):
+def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=None, nlls=None, split_at=None):
     """One model's scores per bucket of source length: BLEU with its brevity penalty and
     n-gram precisions, chrF, the hypothesis/reference length ratio and, given `nlls` (per
     sentence, the teacher-forced NLL of each gold token: token_nll.token_nlls), the mean NLL
     of a gold token. The length ratio says where a model stops, the NLL how well it writes
-    what it writes (Varis and Bojar 2021: the drop on unseen lengths follows the hypothesis's)."""
+    what it writes (Varis and Bojar 2021: the drop on unseen lengths follows the hypothesis's).
+    A bucket ends at `split_at` (default: `max_train_length`, the longest training source), and
+    the sentences up to it and those beyond it are also scored as one corpus each ("split"):
+    runs trained on other lengths (a size-matched control) are split where the capped ones
+    are, so that their buckets and splits compare. Buckets beyond `max_train_length` are
+    marked unseen."""
     lengths = [len(line.split()) for line in src_lines]
     if len(hyp_lines) != len(src_lines):
         raise ValueError(f"{len(hyp_lines)} translations for {len(src_lines)} source lines")
-    edges = bucket_edges(lengths, width, max_train_length)
+    split_at = split_at or max_train_length
+    edges = bucket_edges(lengths, width, split_at)
     members = [[i for i, n in enumerate(lengths) if first <= n <= last] for first, last in edges]
     kept = [k for k, m in enumerate(members) if m]
     groups = [members[k] for k in kept]
@@ -54,14 +60,14 @@ def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=No
               **group_scores(groups, hyp_lines, ref_lines, nlls)}
     if nlls is not None:
         result["nll_all"] = mean_token_nll(nlls)
-    if max_train_length is not None:
-        # every sentence of the lengths seen in training, and of those longer, as one corpus each
-        split = {name: lines for name, lines in (("seen", [i for i, n in enumerate(lengths) if n <= max_train_length]),
-                                                 ("unseen", [i for i, n in enumerate(lengths) if n > max_train_length]))
+    if split_at is not None:
+        parts = {name: lines for name, lines in (("up_to", [i for i, n in enumerate(lengths) if n <= split_at]),
+                                                 ("beyond", [i for i, n in enumerate(lengths) if n > split_at]))
                  if lines}
-        pooled = group_scores(list(split.values()), hyp_lines, ref_lines, nlls)
-        result["by_training_length"] = {name: {"count": len(lines), **{key: values[j] for key, values in pooled.items()}}
-                                        for j, (name, lines) in enumerate(split.items())}
+        pooled = group_scores(list(parts.values()), hyp_lines, ref_lines, nlls)
+        result["split"] = {"at": split_at, **{name: {"count": len(lines), **{key: values[j] for key, values in
+                                                                             pooled.items()}}
+                                              for j, (name, lines) in enumerate(parts.items())}}
     return result
 
 

@@ -222,13 +222,17 @@ def test_length_buckets_score_each_bucket_and_pool_its_token_nlls():
     assert result["chrf"][0] < result["chrf"][2]
     assert length_buckets.mean_token_nll([None]) is None
     # the lengths seen in training (<= 15) and the longer ones, each scored as one corpus
-    split = result["by_training_length"]
-    assert (split["seen"]["count"], split["unseen"]["count"]) == (2, 2)
-    assert split["seen"]["nll"] == 2.0 and split["unseen"]["nll"] == 3.5
-    assert split["unseen"]["length_ratio"] == 2 and split["unseen"]["precisions"][0] == 50
-    assert "by_training_length" not in length_buckets.bucket_scores(src, refs, refs, width=10)
-    assert list(length_buckets.bucket_scores(src, refs, refs, width=10, max_train_length=30)["by_training_length"]) \
-        == ["seen"]
+    split = result["split"]
+    assert split["at"] == 15 and (split["up_to"]["count"], split["beyond"]["count"]) == (2, 2)
+    assert split["up_to"]["nll"] == 2.0 and split["beyond"]["nll"] == 3.5
+    assert split["beyond"]["length_ratio"] == 2 and split["beyond"]["precisions"][0] == 50
+    assert "split" not in length_buckets.bucket_scores(src, refs, refs, width=10)
+    assert list(length_buckets.bucket_scores(src, refs, refs, width=10, max_train_length=30)["split"]) == ["at", "up_to"]
+    # a run trained on every length (a size-matched control), split where the capped runs are:
+    # the same buckets, none of them unseen
+    control = length_buckets.bucket_scores(src, refs, refs, width=10, max_train_length=30, split_at=15)
+    assert control["buckets"] == result["buckets"] and not any(control["unseen"])
+    assert control["split"]["beyond"]["count"] == 2
 
 
 def test_length_plot_over_seeds_draws_a_band_per_method(tmp_path):

@@ -331,11 +331,11 @@ def compared_set(eval_sets):
     return "test" if "test" in eval_sets else eval_sets[-1]
 
 
-def vanilla_comparison(batch, role, against, scale=1.0):
+def comparison(batch, role, against, scale=1.0, kind="VANILLA"):
     """`role` against `against` (times `scale`) on the test set (else the last evaluation set)
-    of the first VANILLA setting that has both; None where no setting has."""
+    of the first setting of `kind` (VANILLA, EXTRAPOLATE) that has both; None where none has."""
     eval_set = compared_set(batch.experiment.eval_sets)
-    for data in batch.of_kind("VANILLA"):
+    for data in batch.of_kind(kind):
         one, other = batch.bleu(data, role, eval_set), batch.bleu(data, against, eval_set)
         if one and other:
             return Comparison(data, eval_set, seed_difference((role, against), one, other,

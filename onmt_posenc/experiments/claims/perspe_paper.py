@@ -2,8 +2,8 @@
 mask, tested on a batch's results where it has the methods: the rows after the SHAPE
 paper's in the report's claims table, judged the same way (batch: Student's t over the seeds,
 two-sided for a sameness, one-sided for a direction)."""
-from onmt_posenc.experiments.claims.batch import (ABOVE, BELOW, NOT_BELOW, ROLES, SAME, Rule, mean_cell, missing, row,
-                                                  unconverged, vanilla_comparison)
+from onmt_posenc.experiments.claims.batch import (ABOVE, BELOW, NOT_BELOW, ROLES, SAME, Rule, comparison, mean_cell,
+                                                  missing, row, unconverged)
 
 # "Collapses": BLEU at most this share of the other method's (the perSPE paper's 22.8 of 40.8 is 0.56)
 COLLAPSE = 0.75
@@ -11,12 +11,13 @@ COLLAPSE = 0.75
 COLLAPSES = Rule(1, "upper", ("yes", "a collapse measured"), ("no", "no collapse measured"))
 
 
-def compare(batch, claim, paper, role, against, rule):
-    """`role` against `against` on the test set of the first VANILLA setting with both, read by
+def compare(batch, claim, paper, role, against, rule, kind="VANILLA"):
+    """`role` against `against` on the test set of the first setting of `kind` with both, read by
     `rule` (batch.Rule; COLLAPSES against COLLAPSE x `against`'s BLEU)."""
-    found = vanilla_comparison(batch, role, against, COLLAPSE if rule is COLLAPSES else 1.0)
+    found = comparison(batch, role, against, COLLAPSE if rule is COLLAPSES else 1.0, kind)
     if found is None:
-        return missing(claim, paper, f"a VANILLA data setting with {role} and {against}")
+        return missing(claim, paper, f"a{'n' if kind[0] in 'AEIOU' else ''} {kind} data setting with {role} and "
+                                     f"{against}")
     difference = found.difference
     held, words, figures = rule.judge(difference, batch_wide=True)
     measured = (f"{batch.where(found.data, role, against)}, {found.eval_set}: {role} "

@@ -42,6 +42,11 @@ def vanilla_bleu(batch, role, paper):
     return compare(batch, f"{role}'s BLEU on VANILLA is about APE's", paper, role, "APE", SAME)
 
 
+def extrapolate_bleu(batch, role, paper):
+    """The paper's whole-test gain on EXTRAPOLATE: `role` above APE, one-sided over the seeds."""
+    return compare(batch, f"On EXTRAPOLATE, {role}'s test BLEU is above APE's", paper, role, "APE", ABOVE, "EXTRAPOLATE")
+
+
 def unseen_bleu(result, unseen):
     """A length_buckets result's BLEU over the buckets `unseen` (indices), weighted by their sentences."""
     return sum(result["bleu"][k] * result["counts"][k] for k in unseen) / sum(result["counts"][k] for k in unseen)
@@ -206,6 +211,8 @@ def evaluate(experiment, records, speeds):
     return [
         vanilla_bleu(batch, "SHAPE", "test 30.49 vs 30.46 (+0.03)"),
         vanilla_bleu(batch, "RPE", "test 30.54 vs 30.46 (+0.08)"),
+        extrapolate_bleu(batch, "SHAPE", "test 29.80 vs 29.22 (+0.58)"),
+        extrapolate_bleu(batch, "RPE", "test 29.86 vs 29.22 (+0.64)"),
         unseen_lengths(batch, "SHAPE", "EXTRAPOLATE test 29.80 vs 29.22; gains grow with length (Fig. 4)"),
         unseen_lengths(batch, "RPE", "EXTRAPOLATE test 29.86 vs 29.22"),
         swapped(batch, "APE 28.81 -> 20.74 (drop 8.07), SHAPE 28.51 -> 27.06 (drop 1.45)"),

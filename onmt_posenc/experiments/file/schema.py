@@ -227,6 +227,9 @@ class AnalysisKeys(Keys):
 class LengthBucketsKeys(AnalysisKeys):
     sets: Optional[Names] = Field(None, description="default: every evaluation set")
     width: Count = 10
+    split_at: Optional[Count] = Field(None, description="a bucket ends here, and the sentences up to it and beyond "
+                                                        "it are scored apart (default: each run's longest training "
+                                                        "source)")
 
 
 class ShiftInvarianceKeys(AnalysisKeys):

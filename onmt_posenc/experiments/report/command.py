@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from onmt_posenc.experiments.file.loading import add_arguments as add_experiment_arguments, from_arguments
-from onmt_posenc.experiments.report import analysis_sections, tables
+from onmt_posenc.experiments.report import analysis_sections, extrapolation, tables
 from onmt_posenc.experiments.report.document import Report
 from onmt_posenc.experiments.report.experiment import reported
 from onmt_posenc.experiments.report.results import read_results, write_results
@@ -55,6 +55,7 @@ def write_report(experiment, records, not_held=None, token_comparisons=None):
         analysis_sections.not_held_section(report, not_held)
     if "length_buckets" in analyses:
         analysis_sections.length_section(report, analyses["length_buckets"])
+        extrapolation.extrapolation_section(report)
     if "swapped" in analyses:
         analysis_sections.swapped_section(report)
     if "shift_invariance" in analyses:

@@ -61,7 +61,8 @@ class RunAnalyses:
             nlls = token_nll.token_nlls(self.model(), models.read_token_lines(files.src),
                                         models.read_token_lines(files.tgt))
             results[name] = length_buckets.bucket_scores(read_lines(files.src), read_lines(files.ref), hyps[name],
-                                                         options["width"], self.longest_source, nlls)
+                                                         options["width"], self.longest_source, nlls,
+                                                         options["split_at"])
         return results
 
     def shift_invariance(self, options, hyps):

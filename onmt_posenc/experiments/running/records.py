@@ -47,8 +47,10 @@ ANALYSIS_FORMS = {
                             "bleu": [NUMBER], "length_ratio": [NUMBER], "brevity_penalty": Maybe([NUMBER]),
                             "precisions": Maybe([[NUMBER]]), "chrf": Maybe([NUMBER]),
                             "nll": Maybe([Maybe(NUMBER, null=True)]), "nll_all": Maybe(NUMBER, null=True),
-                            "by_training_length": Maybe(Each({"count": int, "bleu": NUMBER, "length_ratio": NUMBER,
-                                                              "nll": Maybe(NUMBER, null=True)}))}),
+                            "split": Maybe({"at": int,
+                                            **dict.fromkeys(("up_to", "beyond"), Maybe({
+                                                "count": int, "bleu": NUMBER, "length_ratio": NUMBER,
+                                                "nll": Maybe(NUMBER, null=True)}))})}),
     "shift_invariance": {"offsets": [int], "matrix": [[NUMBER]], "mean_off_diagonal": NUMBER,
                          "absolute_positions": bool},
     "position_ablation": {"removed_from": [str], "encoder_cosine": NUMBER, "decoder_cosine": NUMBER,
