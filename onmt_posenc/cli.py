@@ -21,6 +21,7 @@ COMMANDS = {
     "claims": ("onmt_posenc.experiments.report.claims_side_by_side", "the papers' claims in several batches side by side, each judged from its results.json"),
     "schema": ("onmt_posenc.experiments.file.schema", "the experiment file's JSON Schema, for editors (recipes/experiments/schema.json)"),
     "swapped": ("onmt_posenc.analysis.swapped", "swapped evaluation: BLEU of the first sentence moved to the end"),
+    "joined-lines": ("onmt_posenc.analysis.joined_lines", "a translation of joined sentences line by line: separators, length, where the first sentence lands"),
     "shift-invariance": ("onmt_posenc.analysis.shift_invariance", "cosine similarity of encoder states under position offsets"),
     "length-buckets": ("onmt_posenc.analysis.length_buckets", "BLEU and gain over a baseline by source length"),
     "token-nll": ("onmt_posenc.analysis.token_nll", "share of gold tokens where model A has lower NLL than B"),

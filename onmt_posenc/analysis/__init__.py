@@ -2,6 +2,7 @@
 each an `onmt-posenc` command of its own:
 
     swapped            move the first sentence of INTERPOLATE examples to the end
+    joined_lines       a translation of joined sentences line by line: separators, length, X1
     shift_invariance   encoder hidden states under position offsets
     length_buckets     BLEU and the gain over a baseline by source length
     token_nll          which model gives gold tokens the lower NLL, by position x frequency

@@ -145,6 +145,32 @@ def test_swapped_command_on_a_model_without_separators_measures_by_alignment(tra
     assert f"found by alignment: Original {aligned['original']:.2f}, Swapped {aligned['swapped']:.2f}" in result.stdout
 
 
+def test_joined_lines_command_says_separators_length_and_where_x1_lands(tmp_path):
+    """Made-up translations of real lines joined 3 per line: one right, one that moves X1 to the
+    end and drops every separator, one that stops after X1."""
+    refs = join_lines(read_lines(TOY_ENDE / "tgt-test.txt")[:9], 3, "<sep>")
+    srcs = join_lines(read_lines(TOY_ENDE / "src-test.txt")[:9], 3, "<sep>")
+    y = [line.split(" <sep> ") for line in refs]
+    hyps = [refs[0], " ".join(y[1][1:] + y[1][:1]), y[2][0]]
+    paths = {name: tmp_path / name for name in ("src", "ref", "hyp")}
+    for name, lines in (("src", srcs), ("ref", refs), ("hyp", hyps)):
+        write_lines(paths[name], lines)
+    result = run([command("onmt-posenc"), "joined-lines", "--src", paths["src"], "--ref", paths["ref"],
+                  "--hyp", paths["hyp"], "--lines", "2", "--markdown", tmp_path / "sample.md",
+                  "--json", tmp_path / "sample.json"])
+    stored = json.loads((tmp_path / "sample.json").read_text())
+    right, moved, stopped = stored["lines"]
+    assert [line["hypothesis_separators"] for line in stored["lines"]] == [2, 0, 0]
+    assert right["reference_separators"] == 2 and right["best_segment"] == 1 and right["best_chrf"] == 100
+    assert right["length_ratio"] == pytest.approx(1) and right["aligned_chrf"] == pytest.approx(100)
+    # no separators: one segment; by alignment, X1's words are found at the end, not the start
+    assert moved["best_segment"] == 1 and moved["aligned_chrf"] < 50
+    assert stopped["length_ratio"] < 0.6 and stopped["aligned_chrf"] == pytest.approx(100)
+    assert stored["summary"]["right_separators"] == 1
+    assert (tmp_path / "sample.md").read_text() == result.stdout
+    assert "**Line 2.**" in result.stdout and "**Line 3.**" not in result.stdout
+
+
 def test_swapped_scores_the_first_sentence_where_it_stands_and_at_the_end(trained):
     """X1's translation is the first segment of the Original and the last of the Swapped."""
     assert swapped.swap_first_to_end("a b <sep> c <sep> d e") == "c <sep> d e <sep> a b"
