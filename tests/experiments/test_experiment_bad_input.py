@@ -139,7 +139,7 @@ def test_a_mistake_is_one_error_naming_the_file_and_key(tmp_path, overrides, mes
 
 def test_no_committed_experiment_file_or_its_recipe_sets_early_stopping():
     """The refusal above, on what the committed experiment files hand every run."""
-    from onmt_posenc.config.include import merged_mapping, read_yaml
+    from onmt_posenc.experiments.file.reading import read_experiment_file, read_recipe
 
     def keys(node):
         return set(node) | {k for value in node.values() for k in keys(value)} if isinstance(node, dict) else set()
@@ -147,8 +147,9 @@ def test_no_committed_experiment_file_or_its_recipe_sets_early_stopping():
     files = sorted((REPO / "recipes" / "experiments").glob("*.yaml"))
     assert len(files) >= 6
     for path in files:
-        mapping = read_yaml(path)
-        assert "early_stopping" not in keys(mapping) | set(merged_mapping(path.parent / mapping["recipe"])), path
+        mapping, _ = read_experiment_file(path, ())  # its `include:` chain merged, as the runner reads it
+        recipe = read_recipe(mapping["recipe"], mapping.origin("recipe", path))
+        assert recipe and "early_stopping" not in keys(mapping) | set(recipe), path
 
 
 def test_the_example_experiment_is_accepted(tmp_path):
