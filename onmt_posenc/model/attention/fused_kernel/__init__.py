@@ -4,11 +4,12 @@ and backward, with the padding and causal masks, attention dropout drawn in the 
 function of (i, j) inside the kernel:
 
 - a table read at a bucket of j - i: one row per query for Shaw's key term and Music
-  (T[i, c] = q_i . R[c], i.e. Q R^T, computed before the kernel: its gradient reaches q
-  and R through autograd), or one row shared by all queries for T5's bias;
+  (T[i, c] = q_i . R[c], i.e. Q R^T, made before the kernel, and again for the backward),
+  read at clip(j - i, lo, hi) - lo, or one row per head shared by all queries for T5's
+  bias, read at a bucket looked up per distance;
 - ALiBi's -m_h |j - i|;
 - the decaying mask's ramp on the normalized weights;
-- Shaw's value term: per row, the weights summed per bucket, then times R_V.
+- Shaw's value term: per row, the weights summed per bucket, times R_V.
 
 This module imports no Triton: `attention` loads the kernels on first use, so CPU users
 without Triton are unaffected. The kernels run on CUDA, and on the CPU under Triton's
@@ -26,6 +27,15 @@ import torch
 # The head sizes a tile's matrix products take (tl.arange needs a power of two, tl.dot >= 16)
 HEAD_SIZES = (16, 32, 64, 128)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# (queries, keys) per tile of each kernel: small under the interpreter, where a tile is a numpy
+# array. On CUDA the dQ kernel takes half the queries: its per-pair stores and loads by bucket
+# need the registers (64 queries spill, tools/kernel_resources.py measured).
+TILES = {
+    "cuda": {"attention_forward": (64, 32), "attention_backward_keys": (64, 32), "attention_backward_queries": (32, 32)},
+    "cpu": {"attention_forward": (16, 16), "attention_backward_keys": (16, 16), "attention_backward_queries": (16, 16)},
+}
+# Each launch's warps and software-pipelining stages (tools/kernel_resources.py compiles with these)
+NUM_WARPS, NUM_STAGES = 4, 3
 
 
 def interpreted():
@@ -53,17 +63,19 @@ class RelativeTerms:
     """What the kernels add to q_i . k_j and how they weigh it, besides the tensors that
     take gradients (the table, R_V).
 
-    `bucket`: int32, the bucket of each distance j - i = -(Lk-1)..Lq-1 (with a table);
-    `table_per_query`: the table has a row per query (Shaw, Music), else one row shared
-    by all (T5); `slopes`: ALiBi's m_h (heads,); `key_padding`: uint8 (batch, Lk), 1 at
-    padding; `ramp`: 0 none, 1 the decaying mask's causal ramp, 2 its bidirectional one
-    over `lengths` (int32 (batch,)); `dropout`: attention dropout's p, drawn from `seed`.
+    `clip`: (lo, hi) for a per-query table (Shaw, Music): the table R (buckets, d) or
+    (heads, buckets, d) holds the distances lo..hi, and q_i . R[clip(j - i, lo, hi) - lo] is
+    added; `bucket`: int32, T5's bucket of each distance j - i = -(Lk-1)..Lq-1 in its shared
+    (heads, buckets) table; `slopes`: ALiBi's m_h (heads,); `key_padding`: uint8 (batch,
+    Lk), 1 at padding; `ramp`: 0 none, 1 the decaying mask's causal ramp, 2 its
+    bidirectional one over `lengths` (int32 (batch,)); `dropout`: attention dropout's p,
+    drawn from `seed`.
     """
 
     causal: bool
     key_padding: Optional[torch.Tensor] = None
+    clip: Optional[tuple] = None
     bucket: Optional[torch.Tensor] = None
-    table_per_query: bool = False
     slopes: Optional[torch.Tensor] = None
     ramp: int = 0
     lengths: Optional[torch.Tensor] = None
@@ -71,21 +83,12 @@ class RelativeTerms:
     dropout: float = 0.0
     seed: int = 0
 
-    def pointers(self, placeholder):
-        """BUCKET, SLOPES, PAD, LENGTHS for the kernels (`placeholder` where unused: never read)."""
-        return tuple(placeholder if tensor is None else tensor
-                     for tensor in (self.bucket, self.slopes, self.key_padding, self.lengths))
-
-    def flags(self):
-        return dict(CAUSAL=self.causal, ALIBI=self.slopes is not None, HAS_PAD=self.key_padding is not None,
-                    RAMP=self.ramp, DROPOUT=self.dropout > 0)
-
 
 def attention(q, k, v, terms, table=None, values=None):
     """softmax(q k^T + T[., bucket(j - i)] - m |j - i|) weighted by the ramp and dropout,
     times v, plus Shaw's value term with R_V = `values` (buckets, d): q (batch, heads, Lq,
     d) already scaled, k and v (batch, heads, Lk, d), the queries being the last Lq of Lk
-    positions; `table` (batch or 1, heads, Lq or 1, buckets)."""
+    positions; `table` R (see `RelativeTerms.clip`: T = q R^T) or T5's (heads, buckets)."""
     from onmt_posenc.model.attention.fused_kernel.function import FusedAttention
 
     return FusedAttention.apply(q, k, v, table, values, terms)
