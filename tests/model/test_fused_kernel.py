@@ -84,6 +84,7 @@ def interpreter(monkeypatch):
 def cuda_tiles(monkeypatch):
     """The tiles the kernels take on CUDA, here too (under the interpreter: slower)."""
     monkeypatch.setitem(fused_kernel.TILES, DEVICE.type, fused_kernel.TILES["cuda"])
+    assert fused_kernel.tile_shape(DEVICE, "attention_forward", 64)[:2] == (64, 32)
 
 
 def build(method, is_decoder, dropout=0.0, heads=HEADS, dim=DIM, **changed):

@@ -36,8 +36,15 @@ def ctranslate2_before(release):
     return numbers(ctranslate2.__version__) < numbers(release)
 
 
-# The kinds of SDPA call already said in the log
-_SDPA_LOGGED = set()
+def sdpa_backend(q, k, v, bias, dropout, causal):
+    """The backend PyTorch's SDPA takes for these inputs: 'flash_attention',
+    'efficient_attention', 'cudnn_attention', 'math' (its own choice function)."""
+    backend = int(torch._fused_sdp_choice(q, k, v, bias, dropout, causal, scale=1.0))
+    return next((key.lower() for key, value in SDPBackend.__members__.items() if int(value) == backend), str(backend))
+
+
+# The kinds of SDPA call already said in the log (the benchmark clears it to hear them again)
+SDPA_LOGGED = set()
 
 
 def log_sdpa_backend(module, q, k, v, bias, dropout, causal):
@@ -49,11 +56,10 @@ def log_sdpa_backend(module, q, k, v, bias, dropout, causal):
     mask = "causal flag" if causal else "no mask" if bias is None else "boolean mask" if bias.dtype == torch.bool \
         else "additive bias"
     entry = (side, kind, q.dtype, q.device.type, q.size(-1), mask, dropout > 0)
-    if entry in _SDPA_LOGGED:
+    if entry in SDPA_LOGGED:
         return
-    _SDPA_LOGGED.add(entry)
-    backend = int(torch._fused_sdp_choice(q, k, v, bias, dropout, causal, scale=1.0))
-    name = next((key.lower() for key, value in SDPBackend.__members__.items() if int(value) == backend), backend)
+    SDPA_LOGGED.add(entry)
+    name = sdpa_backend(q, k, v, bias, dropout, causal)
     logger.info("onmt-posenc self-attention on PyTorch's SDPA (%s, %s, %s, %s, d_head %d, %s%s): %s backend", side,
                 kind, str(q.dtype).replace("torch.", ""), q.device.type, q.size(-1), mask,
                 ", dropout" if dropout > 0 else "", name)
@@ -191,7 +197,9 @@ class SelfAttention(MultiHeadedAttention):
         for this kind of call (`fused_kernel.first_use`)."""
         if self.kernel == "pytorch" or return_attn or not fused_kernel.usable(q):
             return False
-        return self.kernel == "triton" or first_use.passes(self, q, k, mask)
+        if self.kernel == "triton":
+            return first_use.unchecked(self, q, k, mask)
+        return first_use.passes(self, q, k, mask)
 
     def rotated(self, q, k, first_position):
         """Queries and keys as the attention sees them; only rotary positions change them."""

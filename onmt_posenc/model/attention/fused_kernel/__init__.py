@@ -27,15 +27,27 @@ import torch
 # The head sizes a tile's matrix products take (tl.arange needs a power of two, tl.dot >= 16)
 HEAD_SIZES = (16, 32, 64, 128)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# (queries, keys) per tile of each kernel: small under the interpreter, where a tile is a numpy
-# array. On CUDA the dQ kernel takes half the queries: its per-pair stores and loads by bucket
-# need the registers (64 queries spill, tools/kernel_resources.py measured).
+# (queries, keys, warps) per tile of each kernel, for head sizes up to 64 and for 128: small
+# under the interpreter, where a tile is a numpy array. On CUDA, the largest tiles that compile
+# without spills for sm_80 and sm_90 (tools/kernel_resources.py measured; the dQ kernel's tile is
+# square, T5's sums per distance need it).
 TILES = {
-    "cuda": {"attention_forward": (64, 32), "attention_backward_keys": (64, 32), "attention_backward_queries": (32, 32)},
-    "cpu": {"attention_forward": (16, 16), "attention_backward_keys": (16, 16), "attention_backward_queries": (16, 16)},
+    "cuda": {
+        64: {"attention_forward": (64, 32, 4), "attention_backward_keys": (32, 32, 4),
+             "attention_backward_queries": (32, 32, 4)},
+        128: {"attention_forward": (32, 32, 4), "attention_backward_keys": (32, 16, 4),
+              "attention_backward_queries": (32, 32, 8)},
+    },
+    "cpu": {size: dict.fromkeys(("attention_forward", "attention_backward_keys", "attention_backward_queries"),
+                                (16, 16, 4)) for size in (64, 128)},
 }
-# Each launch's warps and software-pipelining stages (tools/kernel_resources.py compiles with these)
-NUM_WARPS, NUM_STAGES = 4, 3
+# Software-pipelining stages of every launch (tools/kernel_resources.py compiles with them)
+NUM_STAGES = 3
+
+
+def tile_shape(device, kernel_name, head_size):
+    """(BLOCK_M, BLOCK_N, warps) of a kernel for this device and head size."""
+    return TILES[device.type][64 if head_size <= 64 else 128][kernel_name]
 
 
 def interpreted():

@@ -16,7 +16,7 @@ import time
 import torch
 from onmt.utils.logging import logger
 
-from onmt_posenc.model.attention.fused_kernel import TILES, dropout_keep_mask, new_seed
+from onmt_posenc.model.attention.fused_kernel import dropout_keep_mask, new_seed, tile_shape
 
 # The kernel's largest error against float64 may be this many times the PyTorch path's own (in
 # the same dtype, on the same rounded inputs); FlashAttention's tests take 2. A wrong kernel is
@@ -27,6 +27,8 @@ ERROR_RATIO = 3
 EPS_FLOOR = 8
 # (passed, why) for each kind of call checked in this process
 VERDICTS = {}
+# The kinds of call that attention_kernel 'triton' put on the kernel unchecked (each said once)
+UNCHECKED = set()
 
 
 def call_kind(module, q, k, mask):
@@ -56,6 +58,15 @@ def passes(module, q, k, mask):
     return VERDICTS[kind][0]
 
 
+def unchecked(module, q, k, mask):
+    """attention_kernel 'triton': the kernel runs, unchecked; the log says so once a kind."""
+    kind = call_kind(module, q, k, mask)
+    if kind not in UNCHECKED:
+        UNCHECKED.add(kind)
+        logger.info("onmt-posenc: the fused Triton kernel runs %s unchecked (attention_kernel triton)", describe(kind))
+    return True
+
+
 def describe(kind):
     name, side, _, dtype, head_size, device, tf32, dropout, no_mask, queries = kind
     return (f"{name} ({side}, {str(dtype).replace('torch.', '')}{' TF32' if tf32 else ''}, d_head {head_size}, "
@@ -78,7 +89,7 @@ def problem(module, q, k, mask, generator):
     length spanning two key tiles and part of a third, the second sequence ending in
     padding where the call has a mask; the call's kind of queries (all of them, a few after
     cached keys, or one)."""
-    block_m, block_n = TILES[q.device.type]["attention_forward"]
+    block_m, block_n, _ = tile_shape(q.device, "attention_forward", q.size(-1))
     key_len = block_m + block_n + 7
     query_len = key_len if q.size(2) == k.size(2) else min(q.size(2), 3)
     q_, k_, v_ = (torch.randn(2, module.head_count, length, q.size(-1), generator=generator).to(q.device) * 0.5

@@ -5,7 +5,7 @@ from typing import Optional
 import torch
 import triton
 
-from onmt_posenc.model.attention.fused_kernel import NUM_STAGES, NUM_WARPS, TILES, RelativeTerms
+from onmt_posenc.model.attention.fused_kernel import NUM_STAGES, RelativeTerms, tile_shape
 from onmt_posenc.model.attention.fused_kernel.backward import attention_backward_keys, attention_backward_queries
 from onmt_posenc.model.attention.fused_kernel.forward import attention_forward, keep_mask
 
@@ -62,7 +62,7 @@ class KernelArguments:
         q, k, v, o, terms = self.q, self.k, self.v, self.o, self.terms
         placeholder = self.row_max if self.row_max is not None else q
         lo, hi = terms.clip or (0, 0)
-        block_m, block_n = TILES[q.device.type][kernel.__name__]
+        block_m, block_n, _ = tile_shape(q.device, kernel.__name__, q.size(-1))
         named = dict(
             Q=q, K=k, V=v, O=o, DO=o, ROW_MAX=self.row_max, ROW_LOG_SUM=self.row_log_sum, TABLE=self.table,
             BUCKET=terms.bucket, SLOPES=terms.slopes, PAD=terms.key_padding, FIRST_KEY=self.first_key(),
@@ -83,11 +83,17 @@ class KernelArguments:
 
     def launch(self, kernel):
         """Run `kernel` on a program per block of queries (of keys for dK and dV) and head."""
-        block_m, block_n = TILES[self.q.device.type][kernel.__name__]
+        kernel[self.grid(kernel)](**self.for_kernel(kernel), **self.options(kernel))
+
+    def grid(self, kernel):
+        block_m, block_n, _ = tile_shape(self.q.device, kernel.__name__, self.q.size(-1))
         blocks = triton.cdiv(self.k.size(2), block_n) if kernel is attention_backward_keys else triton.cdiv(
             self.q.size(2), block_m)
-        kernel[(blocks, self.q.size(0) * self.q.size(1))](**self.for_kernel(kernel), num_warps=NUM_WARPS,
-                                                           num_stages=NUM_STAGES)
+        return blocks, self.q.size(0) * self.q.size(1)
+
+    def options(self, kernel):
+        """The launch's warps and pipelining stages."""
+        return dict(num_warps=tile_shape(self.q.device, kernel.__name__, self.q.size(-1))[2], num_stages=NUM_STAGES)
 
 
 # The kernels' arguments that may be absent (a tensor the variant has no use for)
@@ -184,7 +190,7 @@ def kernel_table(q, table, terms):
 def dropout_keep_mask(batch_heads, query_len, key_len, seed, dropout, device):
     """The (batch * heads, Lq, Lk) mask (True: kept) that the kernels draw for `seed`."""
     keep = torch.empty(batch_heads, query_len, key_len, dtype=torch.int8, device=device)
-    block_m, block_n = TILES[device.type]["attention_forward"]
+    block_m, block_n, _ = tile_shape(device, "attention_forward", 64)
     keep_mask[(triton.cdiv(query_len, block_m), batch_heads)](keep, query_len, key_len, seed, dropout,
                                                                BLOCK_M=block_m, BLOCK_N=block_n)
     return keep.bool()
