@@ -11,6 +11,10 @@ function of (i, j) inside the kernel:
 - the decaying mask's ramp on the normalized weights;
 - Shaw's value term: per row, the weights summed per bucket, times R_V.
 
+Each per-bucket sum costs O(M N) a tile of M queries and N keys (`tiles.py`), and the forward
+keeps only each row's maximum and log-sum for the backward. With attention_kernel 'auto' a
+layer takes the kernel once it has passed its first-use check (`first_use.py`).
+
 This module imports no Triton: `attention` loads the kernels on first use, so CPU users
 without Triton are unaffected. The kernels run on CUDA, and on the CPU under Triton's
 interpreter (TRITON_INTERPRET=1, set before Triton is first imported), as the parity tests
@@ -28,9 +32,9 @@ import torch
 HEAD_SIZES = (16, 32, 64, 128)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # (queries, keys, warps) per tile of each kernel, for head sizes up to 64 and for 128: small
-# under the interpreter, where a tile is a numpy array. On CUDA, the largest tiles that compile
-# without spills for sm_80 and sm_90 (tools/kernel_resources.py measured; the dQ kernel's tile is
-# square, T5's sums per distance need it).
+# under the interpreter, where a tile is a numpy array. On CUDA, tiles that compile without
+# spills for sm_80 and sm_90 at d_head 64 (tools/kernel_resources.py measures them; the dQ
+# kernel's tile is square: T5's sums per distance need it).
 TILES = {
     "cuda": {
         64: {"attention_forward": (64, 32, 4), "attention_backward_keys": (32, 32, 4),

@@ -14,13 +14,13 @@ def forward_tile(q, m_i, l_i, acc, lower, upper, start, first, b, h, bh, rows, d
                  n_buckets, lo, hi, seed, dropout_p, farthest_weight,
                  D: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, ROW_TABLE: tl.constexpr,
                  SHARED_TABLE: tl.constexpr, ALIBI: tl.constexpr, HAS_PAD: tl.constexpr, RAMP: tl.constexpr,
-                 DROPOUT: tl.constexpr, VALUES: tl.constexpr, NB_PAD: tl.constexpr, PRECISION: tl.constexpr):
+                 DROPOUT: tl.constexpr, VALUES: tl.constexpr, WINDOW: tl.constexpr, PRECISION: tl.constexpr):
     """One key block of the online softmax: with m_i the running maximum and l_i = sum_j
     exp(s_ij - m_i), the running sums are rescaled by exp(m_old - m_new) (Milakov and
     Gimelshein 2018; Dao et al. 2022). With VALUES, acc also takes sum_c W[i, c] R_V[c] for
-    the buckets strictly inside the clipping (the tile's weights gathered per bucket, times
-    R_V) and `lower`, `upper` the edge buckets' weights (times R_V's first and last row at
-    the end)."""
+    the buckets strictly inside the clipping (the tile's weights gathered per bucket, WINDOW of
+    them, times those rows of R_V) and `lower`, `upper` the edge buckets' weights (times R_V's
+    first and last row at the end)."""
     cols = first + tl.arange(0, BLOCK_N)
     k = tl.load(K + b * skb + h * skh + cols[:, None] * skj + dims[None, :], mask=cols[:, None] < Lk, other=0.0)
     v = tl.load(V + b * svb + h * svh + cols[:, None] * svj + dims[None, :], mask=cols[:, None] < Lk, other=0.0)
@@ -38,9 +38,9 @@ def forward_tile(q, m_i, l_i, acc, lower, upper, start, first, b, h, bh, rows, d
         lower = lower * rescale + below
         upper = upper * rescale + above
         if tile_reaches_inside(start, first, Lq, Lk, lo, hi, p.shape[0], BLOCK_N):
-            per_bucket = inside_buckets(weighted, start, first, Lq, Lk, lo, hi, NB_PAD)
-            slots = tl.arange(0, NB_PAD)
-            r_v = tl.load(VALUES_TABLE + slots[:, None] * D + dims[None, :], mask=slots[:, None] < n_buckets,
+            per_bucket, first_bucket = inside_buckets(weighted, start, first, Lq, Lk, lo, hi, WINDOW)
+            buckets = first_bucket + tl.arange(0, WINDOW)
+            r_v = tl.load(VALUES_TABLE + buckets[:, None] * D + dims[None, :], mask=buckets[:, None] < n_buckets,
                           other=0.0)
             acc += tl.dot(per_bucket.to(r_v.dtype), r_v, input_precision=PRECISION).to(tl.float32)
     return m_new, l_i, acc, lower, upper
@@ -53,7 +53,7 @@ def attention_forward(
     H, Lq, Lk, n_buckets, lo, hi, seed, dropout_p, farthest_weight,
     D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
     ROW_TABLE: tl.constexpr, SHARED_TABLE: tl.constexpr, ALIBI: tl.constexpr, HAS_PAD: tl.constexpr,
-    RAMP: tl.constexpr, DROPOUT: tl.constexpr, VALUES: tl.constexpr, NB_PAD: tl.constexpr, PRECISION: tl.constexpr,
+    RAMP: tl.constexpr, DROPOUT: tl.constexpr, VALUES: tl.constexpr, WINDOW: tl.constexpr, PRECISION: tl.constexpr,
 ):
     """One block of BLOCK_M queries of one (batch, head): O_i = sum_j f_ij exp(s_ij - m_i)
     (v_j + R_V[c_ij]) / l_i; the row's maximum m_i and log l_i are kept for the backward.
@@ -80,7 +80,7 @@ def attention_forward(
             q, m_i, l_i, acc, lower, upper, start, first, b, h, bh, rows, dims, Lq, Lk, K, V, VALUES_TABLE, TABLE,
             BUCKET, SLOPES, PAD, LENGTHS, skb, skh, skj, svb, svh, svj, n_buckets, lo, hi, seed, dropout_p,
             farthest_weight, D, BLOCK_N, CAUSAL, ROW_TABLE, SHARED_TABLE, ALIBI, HAS_PAD, RAMP, DROPOUT, VALUES,
-            NB_PAD, PRECISION)
+            WINDOW, PRECISION)
     if VALUES:  # the edge buckets' weights times R_V's first and last row
         r_first = tl.load(VALUES_TABLE + dims).to(tl.float32)
         r_last = tl.load(VALUES_TABLE + (n_buckets - 1) * D + dims).to(tl.float32)

@@ -1,5 +1,6 @@
 """The fused kernels as an autograd Function on (batch, heads, length, d_head) tensors."""
 import dataclasses
+import functools
 from typing import Optional
 
 import torch
@@ -18,9 +19,6 @@ def dot_precision(dtype):
     return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
 
 
-def bucket_slots(count):
-    """The width of the tiles that hold one row's buckets (Shaw's values): a power of two."""
-    return max(16, triton.next_power_of_2(count))
 
 
 @dataclasses.dataclass
@@ -47,6 +45,7 @@ class KernelArguments:
     def n_buckets(self):
         return self.table.size(-1) if self.table is not None else 1
 
+    @functools.cached_property
     def first_key(self):
         """int32 (batch,): each sequence's first key that is not padding (Lk if none), for a
         causal kernel with padding (a row before it sees no key)."""
@@ -55,6 +54,14 @@ class KernelArguments:
             return None
         keys = torch.arange(padding.size(1), device=padding.device, dtype=torch.int32)
         return torch.where(padding.bool(), padding.size(1), keys).amin(-1).int()
+
+    def window(self, block_m, block_n):
+        """How many of a row's buckets the forward's value term takes a tile: a power of two
+        (at least 16, a matrix product's), up to the M + N - 1 distances a tile spans, fewer
+        where the buckets are fewer; 16 without a value term (unused)."""
+        if self.values is None:
+            return 16
+        return max(16, triton.next_power_of_2(min(self.n_buckets, block_m + block_n - 1)))
 
     def for_kernel(self, kernel):
         """{name: value} of `kernel`'s arguments; the tensors a kernel does not read are
@@ -65,7 +72,7 @@ class KernelArguments:
         block_m, block_n, _ = tile_shape(q.device, kernel.__name__, q.size(-1))
         named = dict(
             Q=q, K=k, V=v, O=o, DO=o, ROW_MAX=self.row_max, ROW_LOG_SUM=self.row_log_sum, TABLE=self.table,
-            BUCKET=terms.bucket, SLOPES=terms.slopes, PAD=terms.key_padding, FIRST_KEY=self.first_key(),
+            BUCKET=terms.bucket, SLOPES=terms.slopes, PAD=terms.key_padding, FIRST_KEY=self.first_key,
             LENGTHS=terms.lengths,
             VALUES_TABLE=self.values,
             sqb=q.stride(0), sqh=q.stride(1), sqi=q.stride(2), skb=k.stride(0), skh=k.stride(1), skj=k.stride(2),
@@ -75,7 +82,7 @@ class KernelArguments:
             D=q.size(-1), BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=terms.causal,
             ROW_TABLE=terms.clip is not None, SHARED_TABLE=terms.bucket is not None, ALIBI=terms.slopes is not None,
             HAS_PAD=terms.key_padding is not None, RAMP=terms.ramp, DROPOUT=terms.dropout > 0,
-            VALUES=self.values is not None, NB_PAD=bucket_slots(self.n_buckets) if self.values is not None else 16,
+            VALUES=self.values is not None, WINDOW=self.window(block_m, block_n),
             PRECISION=dot_precision(q.dtype), **self.outputs,
         )
         return {name: placeholder if named[name] is None and name in POINTERS else named[name]

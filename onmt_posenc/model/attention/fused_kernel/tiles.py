@@ -113,23 +113,32 @@ def edge_sums(x, distance, lo, hi):
 
 
 @triton.jit
+def nearest_distance(start, first, Lq, Lk, M: tl.constexpr):
+    """The smallest j - i of the tile of queries start.. (M of them) and keys first.."""
+    return first - (start + M - 1 + Lk - Lq)
+
+
+@triton.jit
 def tile_reaches_inside(start, first, Lq, Lk, lo, hi, M: tl.constexpr, N: tl.constexpr):
     """Does the tile (queries start.., keys first..) hold a pair with lo < j - i < hi?"""
-    nearest = first - (start + M - 1 + Lk - Lq)  # the tile's smallest j - i
+    nearest = nearest_distance(start, first, Lq, Lk, M)
     return (nearest + (M - 1) + (N - 1) > lo) & (nearest < hi)
 
 
 @triton.jit
-def inside_buckets(x, start, first, Lq, Lk, lo, hi, NB: tl.constexpr):
-    """(M, NB): x[i, j] moved to column j - i - lo of row i where lo < j - i < hi, else 0:
-    each row's inside buckets (one pair each at most) gathered from the tile's row."""
+def inside_buckets(x, start, first, Lq, Lk, lo, hi, W: tl.constexpr):
+    """(M, W): x[i, j] moved to column j - i - lo - c0 of row i where lo < j - i < hi, else 0:
+    each row's inside buckets (one pair each at most) gathered from the tile's row, for the W
+    buckets from c0 = max(nearest - lo, 0) on (a tile's pairs span M + N - 1 distances, so W of
+    that many holds them whatever the number of buckets). Returns them and c0."""
     M: tl.constexpr = x.shape[0]
     N: tl.constexpr = x.shape[1]
-    slots = tl.arange(0, NB)[None, :]
-    # the key j = i + lo + slot, as a column of the tile
-    col = tl.arange(0, M)[:, None] + slots + (start + Lk - Lq + lo - first)
+    first_bucket = tl.maximum(nearest_distance(start, first, Lq, Lk, M) - lo, 0)
+    buckets = first_bucket + tl.arange(0, W)[None, :]
+    # the key j = i + lo + bucket, as a column of the tile
+    col = tl.arange(0, M)[:, None] + buckets + (start + Lk - Lq + lo - first)
     gathered = tl.gather(x, tl.minimum(tl.maximum(col, 0), N - 1), axis=1)
-    return tl.where((col >= 0) & (col < N) & (slots > 0) & (slots < hi - lo), gathered, 0.0)
+    return tl.where((col >= 0) & (col < N) & (buckets > 0) & (buckets < hi - lo), gathered, 0.0), first_bucket
 
 
 @triton.jit
