@@ -147,7 +147,8 @@ def replacement_for(stock, self_attn_type, method=None, values=None, positions=T
         else:  # this side's attention takes no positions (absolute positions, or none)
             variant = ATTENTIONS[attention_scheme(0, 0, None)]
         attention = variant.from_stock(stock, settings, fused, values)
-    attention.kernel = kernel if fused and variant.kernel_covers() and not full_context_alignment else "pytorch"
+    takes_kernel = fused and variant.kernel_covers() and not full_context_alignment
+    attention.kernel = kernel if takes_kernel else "pytorch"
     attention.always_causal = stock.is_decoder and not full_context_alignment
     for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
         setattr(attention, name, getattr(stock, name))

@@ -4,9 +4,9 @@ row statistics kept by the forward and draw the same dropout mask again."""
 import triton
 import triton.language as tl
 
-from onmt_posenc.model.attention.fused_kernel.tiles import (add_distance_sums, edge_sums, last_key_block_end,
-                                                            row_table_bucket, store_edges, store_inside_buckets,
-                                                            tile_factor, tile_logits)
+from onmt_posenc.model.attention.fused_kernel.tiles import (UNSPECIALIZED, add_distance_sums, edge_sums,
+                                                            last_key_block_end, row_table_bucket, store_edges,
+                                                            store_inside_buckets, tile_factor, tile_logits)
 
 
 @triton.jit
@@ -46,7 +46,7 @@ def load_row_statistics(ROW_MAX, ROW_LOG_SUM, DELTA, bh, rows, Lq):
             tl.load(DELTA + bh * Lq + rows, mask=valid, other=0.0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=UNSPECIALIZED)
 def attention_backward_keys(
     Q, K, V, DO, ROW_MAX, ROW_LOG_SUM, DELTA, DK, DV, TABLE, BUCKET, SLOPES, PAD, FIRST_KEY, LENGTHS, G,
     sqb, sqh, sqi, skb, skh, skj, svb, svh, svj, sob, soh, soi,
@@ -93,7 +93,7 @@ def attention_backward_keys(
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=inside)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=UNSPECIALIZED)
 def attention_backward_queries(
     Q, K, V, DO, ROW_MAX, ROW_LOG_SUM, DELTA, DQ, DTABLE, W, TABLE, BUCKET, SLOPES, PAD, FIRST_KEY, LENGTHS, G,
     sqb, sqh, sqi, skb, skh, skj, svb, svh, svj, sob, soh, soi,

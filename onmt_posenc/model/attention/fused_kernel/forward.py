@@ -3,7 +3,7 @@ terms of `tiles`, and Shaw's value term from the weights summed per bucket."""
 import triton
 import triton.language as tl
 
-from onmt_posenc.model.attention.fused_kernel.tiles import (dropout_keep, edge_sums, inside_buckets,
+from onmt_posenc.model.attention.fused_kernel.tiles import (UNSPECIALIZED, dropout_keep, edge_sums, inside_buckets,
                                                             last_key_block_end, tile_factor, tile_logits,
                                                             tile_reaches_inside)
 
@@ -46,7 +46,7 @@ def forward_tile(q, m_i, l_i, acc, lower, upper, start, first, b, h, bh, rows, d
     return m_new, l_i, acc, lower, upper
 
 
-@triton.jit
+@triton.jit(do_not_specialize=UNSPECIALIZED)
 def attention_forward(
     Q, K, V, O, ROW_MAX, ROW_LOG_SUM, TABLE, BUCKET, SLOPES, PAD, FIRST_KEY, LENGTHS, VALUES_TABLE,
     sqb, sqh, sqi, skb, skh, skj, svb, svh, svj, sob, soh, soi,
@@ -92,7 +92,7 @@ def attention_forward(
     tl.store(ROW_LOG_SUM + bh * Lq + rows, tl.log(l_i), mask=inside)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=UNSPECIALIZED)
 def keep_mask(KEEP, Lq, Lk, seed, dropout_p, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The dropout mask the kernels draw for `seed`, written out as (batch * heads, Lq, Lk)
     int8 (1: kept), for the parity tests."""

@@ -9,6 +9,10 @@ import triton.language as tl
 # makes the reference path do: a row whose keys are all hidden averages over its keys
 # instead of giving NaN. (A kernel reads a global only as a tl.constexpr.)
 MASKED = tl.constexpr(-1.0e30)
+# The integers the kernels are not compiled apart for (Triton would by their value 1 and their
+# divisibility by 16): the lengths, and dropout's seed, new at every call. A kernel then compiles
+# once whatever the lengths, and the first-use check (first_use.py) runs the kernel that runs after.
+UNSPECIALIZED = ["Lq", "Lk", "seed"]
 
 
 @triton.jit
