@@ -11,15 +11,18 @@ Three measurements, every ratio against APE measured in the same run:
 
 Each method runs on PyTorch's fastest path ("fastest": fused attention, SDPA, where
 its maths allows; the value term of Shaw needs the attention weights, so Shaw is
-always plain there), on CUDA also on the fused Triton kernel ("triton",
-`attention_kernel: triton`, onmt_posenc/model/attention/fused_kernel/), and, to
-compare position methods rather than kernels, all on the same plain
-matmul-softmax-matmul path (`self_attn_type: scaled-dot`). "speed" is APE's time
-over the method's (the paper's x0.91 means 9% slower), on the same path except
-for the Triton path, whose ratios are against APE on PyTorch's fastest path
-(flash SDPA on a GPU); "memory" is the method's peak over that APE's, the peak
-being the memory allocated during forward + backward above the parameters and
-inputs.
+always plain there), on the fused Triton kernel ("triton", `attention_kernel: triton`,
+onmt_posenc/model/attention/fused_kernel/: the methods with a relative term; CUDA, or
+the CPU under Triton's interpreter for a dry run), and, to compare position methods
+rather than kernels, all on the same plain matmul-softmax-matmul path
+(`self_attn_type: scaled-dot`). "speed" is APE's time over the method's (the paper's
+x0.91 means 9% slower), on the same path except for the Triton path, whose ratios are
+against APE on PyTorch's fastest path (SDPA, whose backend each part prints); "memory"
+is the method's peak over that APE's, the peak being the memory allocated during forward
++ backward above the parameters and inputs. On CUDA the layer and model parts run in
+float16 and bfloat16 under autocast (TF32 on for float32 products), as mixed-precision
+training runs, each table printed as soon as its part ends, with each Triton kernel's
+compile time.
 
     python tools/benchmark_attention.py                  # everything, CPU (GPU if there is one)
     python tools/benchmark_attention.py --parts layer --lengths 512 --repeats 5
@@ -29,6 +32,7 @@ import argparse
 import contextlib
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import re
 import resource
@@ -49,13 +53,14 @@ from onmt import model_builder
 from onmt.bin.train import _get_parser
 from onmt.constants import DefaultTokens
 from onmt.modules.multi_headed_attn import MultiHeadedAttention
+from onmt.utils.logging import logger
 from onmt.utils.parse import ArgumentParser
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from onmt_posenc.model.attention import ATTENTIONS, relative_attention_choices, replacement_for
+from onmt_posenc.model.attention import ATTENTIONS, fused_kernel, relative_attention_choices, replacement_for
 from onmt_posenc.model.attention.music import MusicRelativeAttention
-from onmt_posenc.model.attention.self_attention import SelfAttention
+from onmt_posenc.model.attention.self_attention import SDPA_LOGGED, SelfAttention
 from onmt_posenc.model.attention.shaw import ShawRelativeAttention
 
 # The repository's excerpt (2,000 training pairs); --data names the whole corpus.
@@ -65,19 +70,72 @@ PATHS = ("triton", "fastest", "plain")
 BASE_PATH = {"triton": "fastest", "fastest": "fastest", "plain": "plain"}
 
 
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
 def paths_on(device):
-    """The Triton kernel runs on CUDA only (on the CPU it would be Triton's interpreter)."""
-    return PATHS if device.type == "cuda" else PATHS[1:]
+    """The Triton kernel runs on CUDA, and on the CPU under Triton's interpreter (a dry run)."""
+    return PATHS if device.type == "cuda" or fused_kernel.interpreted() else PATHS[1:]
 
 
 def on_path(module, path):
     """`module` set to attend on `path`; None for a built-in layer on the Triton path
-    (OpenNMT-py's layers do not take the kernel)."""
+    (OpenNMT-py's layers do not take the kernel). A method without a relative term takes
+    SDPA on the Triton path too (as attention_kernel does)."""
     if isinstance(module, SelfAttention):
-        module.kernel = path == "triton" and module.kernel_covers()
+        module.kernel = "triton" if path == "triton" and module.kernel_covers() else "pytorch"
     elif path == "triton":
         return None
     return module
+
+
+def autocast(device, dtype):
+    """Mixed precision as training runs it (float32 parameters, products in `dtype`)."""
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
+
+
+def kernel_variant(src):
+    """A compiled kernel's variant in words: the dtype, the head size, the terms it takes."""
+    constants = {src.fn.arg_names[path[0]]: value for path, value in src.constants.items()}
+    flags = [name for name in ("CAUSAL", "ROW_TABLE", "SHARED_TABLE", "ALIBI", "HAS_PAD", "DROPOUT", "VALUES")
+             if constants.get(name) is True]
+    ramp = [f"RAMP={constants['RAMP']}"] if constants.get("RAMP") else []
+    slots = [f"WINDOW={constants['WINDOW']}"] if constants.get("VALUES") is True else []
+    return " ".join([src.signature.get("Q", "?").lstrip("*"), f"D={constants.get('D')}", *flags, *ramp, *slots])
+
+
+class CompileTimes:
+    """Triton's compiles while the block runs (its compilation listener): each kernel, the
+    variant (its constants), seconds."""
+
+    def __enter__(self):
+        self.compiles = []
+        if importlib.util.find_spec("triton") is None:
+            return self
+        import triton
+
+        def listen(*, src, metadata, metadata_group, times, cache_hit):
+            if not cache_hit:
+                self.compiles.append((src.fn.__name__, kernel_variant(src), times.total / 1e6))
+                print(f"  compiled {src.fn.__name__} ({kernel_variant(src)}) in {times.total / 1e6:.1f} s",
+                      file=sys.stderr, flush=True)
+
+        self._knobs, self._before = triton.knobs.compilation, triton.knobs.compilation.listener
+        self._knobs.listener = listen
+        return self
+
+    def __exit__(self, *exc):
+        if hasattr(self, "_knobs"):
+            self._knobs.listener = self._before
+
+    def print_table(self, title):
+        print(f"\n### {title}: Triton kernels compiled, seconds\n")
+        if not self.compiles:
+            print("none (cached, or Triton's interpreter)")
+            return
+        print("| kernel | variant | seconds |\n|---|---|---|")
+        for name, constants, seconds in self.compiles:
+            print(f"| {name} | {constants} | {seconds:.1f} |")
 
 
 class PeakNewMemory(TorchDispatchMode):
@@ -163,7 +221,7 @@ def registered_variants(far):
             for name in relative_attention_choices()}
 
 
-def layer_methods(args, longest):
+def layer_methods(args):
     dim, heads, far, dropout = args.d_model, args.heads, args.far, args.attention_dropout
     common = dict(dropout=dropout, is_decoder=False)
     methods = {
@@ -174,7 +232,8 @@ def layer_methods(args, longest):
         "our shaw, separate tables": lambda fused: ShawRelativeAttention(
             heads, dim, far, values="separate", **common
         ),
-        f"our music, K={longest}": lambda fused: MusicRelativeAttention(heads, dim, longest, fused=fused, **common),
+        f"our music, K={args.music_far}": lambda fused: MusicRelativeAttention(heads, dim, args.music_far, fused=fused,
+                                                                               **common),
     }
     # every registered variant of relative_attention, built as `install` builds it from the stock layer
     for name, settings in registered_variants(far).items():
@@ -205,21 +264,22 @@ STOCK_SCHEMES = {
 }
 
 
-def layer_step(module, batch, length, dim, device):
+def layer_step(module, batch, length, dim, device, dtype):
     x = torch.randn(batch, length, dim, device=device, requires_grad=True)
     mask = torch.zeros(batch, 1, length, length, dtype=torch.bool, device=device)  # equal lengths
 
     def step():
         module.zero_grad(set_to_none=True)
         x.grad = None
-        out, _ = module(x, x, x, mask=mask)
-        out.sum().backward()
+        with autocast(device, dtype):
+            out, _ = module(x, x, x, mask=mask)
+        out.float().sum().backward()
 
     return step
 
 
-def benchmark_layer(args, device):
-    methods = layer_methods(args, max(args.lengths))
+def benchmark_layer(args, device, dtype):
+    methods = layer_methods(args)
     results = {path: {} for path in paths_on(device)}
     for length in args.lengths:
         batch = max(1, args.tokens // length)
@@ -233,10 +293,10 @@ def benchmark_layer(args, device):
                 module = module.to(device).train()
                 for parameter in module.parameters():
                     torch.nn.init.normal_(parameter, std=0.05)
-                steps[name] = layer_step(module, batch, length, args.d_model, device)
+                steps[name] = layer_step(module, batch, length, args.d_model, device, dtype)
             for name, value in measure(steps, args.repeats, device).items():
                 results[path].setdefault(name, {})[length] = value
-        print(f"  layer L={length} done", file=sys.stderr, flush=True)
+        print(f"  layer {dtype} L={length} done", file=sys.stderr, flush=True)
     return results
 
 
@@ -283,21 +343,22 @@ def model_options(args, extra, path):
     return opt
 
 
-def model_step(model, batch, length, vocab_size, device):
+def model_step(model, batch, length, vocab_size, device, dtype):
     src = torch.randint(4, vocab_size, (batch, length, 1), device=device)
     tgt = torch.randint(4, vocab_size, (batch, length + 1, 1), device=device)
     src_len = torch.full((batch,), length, device=device)
 
     def step():
         model.zero_grad(set_to_none=True)
-        out, _ = model(src, tgt, src_len)
-        logits = model.generator(out)
-        F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:, 0].flatten()).backward()
+        with autocast(device, dtype):
+            out, _ = model(src, tgt, src_len)
+            logits = model.generator(out)
+        F.cross_entropy(logits.float().flatten(0, 1), tgt[:, 1:, 0].flatten()).backward()
 
     return step
 
 
-def benchmark_model(args, device):
+def benchmark_model(args, device, dtype):
     specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
     vocab = pyonmttok.build_vocab_from_tokens([f"w{i}" for i in range(args.vocab)], special_tokens=specials)
     vocabs = {"src": vocab, "tgt": vocab, "data_task": "seq2seq", "decoder_start_token": DefaultTokens.BOS}
@@ -314,10 +375,10 @@ def benchmark_model(args, device):
                     model = model_builder.build_base_model(model_options(args, extra, path), vocabs)
                 for parameter in model.parameters():
                     torch.nn.init.uniform_(parameter, -0.1, 0.1)
-                steps[name] = model_step(model.to(device).train(), batch, length, len(vocab), device)
+                steps[name] = model_step(model.to(device).train(), batch, length, len(vocab), device, dtype)
             for name, value in measure(steps, args.repeats, device).items():
                 results[path].setdefault(name, {})[length] = value
-        print(f"  model L={length} done", file=sys.stderr, flush=True)
+        print(f"  model {dtype} L={length} done", file=sys.stderr, flush=True)
     return results
 
 
@@ -376,12 +437,17 @@ def throughput(config, settings, env, args, device):
     and of the first report's steps removed by a second, shorter run."""
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     log, cpu = onmt_train(config, env)
+    said = [line.split("] ", 1)[-1] for line in log.splitlines() if ATTENTION_SAID.search(line)]
     if device.type == "cuda":
-        return statistics.mean(reported(log, r"(\d+)/\s*(\d+) tok/s"))
+        return statistics.mean(reported(log, r"(\d+)/\s*(\d+) tok/s")), said
     tokens = sum(reported(log, r"bsz:\s*(\d+)/\s*(\d+)/")) * args.train_report
     config.write_text(yaml.safe_dump({**settings, "train_steps": args.train_report}), encoding="utf-8")
     _, start_cpu = onmt_train(config, env)
-    return tokens / (cpu - start_cpu)
+    return tokens / (cpu - start_cpu), said
+
+
+# What onmt_train's log says of the attention that ran: the SDPA backends, the kernel's first-use check
+ATTENTION_SAID = re.compile(r"on PyTorch's SDPA|first-use check|fused Triton kernel is off")
 
 
 def benchmark_train(args, device):
@@ -419,8 +485,9 @@ def benchmark_train(args, device):
         subprocess.run([str(a) for a in build_vocab], check=True, capture_output=True, env=env)
         for name, (settings, stock) in train_methods(args.far).items():
             method_env = {**env, "ONMT_POSENC": "off"} if stock else env
-            results[name] = throughput(tmp / "train.yaml", {**base, **settings}, method_env, args, device)
-            print(f"  onmt_train {name} done", file=sys.stderr, flush=True)
+            results[name], said = throughput(tmp / "train.yaml", {**base, **settings}, method_env, args, device)
+            print(f"  onmt_train {name} done" + "".join(f"\n    {line}" for line in said), file=sys.stderr,
+                  flush=True)
     return results, len(joined), mean_length
 
 
@@ -444,10 +511,47 @@ def print_layer_tables(title, results, reference, lengths):
                 f"{cells[n][1] / 2**20:.1f} (x{cells[n][1] / base[n][1]:.2f})" for n in lengths) + " |")
 
 
+@contextlib.contextmanager
+def sdpa_backends_said():
+    """The lines in which our self-attention says which SDPA backend ran (each kind of call
+    once: said again for this block)."""
+    said = []
+
+    class Said(logging.Handler):
+        def emit(self, record):
+            if "on PyTorch's SDPA" in record.getMessage():
+                said.append(record.getMessage().replace("onmt-posenc self-attention on PyTorch's SDPA ", ""))
+
+    SDPA_LOGGED.clear()
+    handler = Said()
+    logger.addHandler(handler)
+    logger.setLevel(min(logger.level or logging.INFO, logging.INFO))
+    try:
+        yield said
+    finally:
+        logger.removeHandler(handler)
+
+
+def timed_part(title, reference, measure_part, args, device):
+    """Measure a part in each dtype; print its tables, the SDPA backends and the Triton compiles
+    as soon as each dtype is done."""
+    for dtype_name in args.dtypes:
+        dtype = DTYPES[dtype_name]
+        with sdpa_backends_said() as backends, CompileTimes() as compiles:
+            results = measure_part(args, device, dtype)
+        where = f"{title}, {dtype_name}" + (" autocast" if dtype != torch.float32 else "")
+        print(f"\nSDPA's backends ({where}): " + ("; ".join(backends) or "none said"))
+        print_layer_tables(where, results, reference, args.lengths)
+        compiles.print_table(where)
+        sys.stdout.flush()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", nargs="+", choices=("layer", "model", "train"), default=["layer", "model", "train"])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtypes", nargs="+", choices=tuple(DTYPES), default=None,
+                        help="layer and model parts; fp16 and bf16 under autocast (default: both on CUDA, fp32 on CPU)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: PyTorch's)")
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 128, 512, 1024])
     parser.add_argument("--tokens", type=int, default=2048, help="tokens per batch (batch = tokens // L)")
@@ -455,6 +559,8 @@ def main(argv=None):
     parser.add_argument("--d-model", type=int, default=512, help="layer part")
     parser.add_argument("--heads", type=int, default=8, help="layer part")
     parser.add_argument("--far", type=int, default=16, help="max_relative_positions (K)")
+    parser.add_argument("--music-far", type=int, default=64,
+                        help="layer part: Music's K (its Q E^T grows with it, L x 2K + 1 a head)")
     parser.add_argument("--attention-dropout", type=float, default=0.1)
     parser.add_argument("--model-layers", type=int, default=3, help="model and train parts")
     parser.add_argument("--model-dim", type=int, default=256, help="model and train parts")
@@ -468,26 +574,29 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     device = torch.device(args.device)
+    args.dtypes = args.dtypes or (["fp16", "bf16"] if device.type == "cuda" else ["fp32"])
     if args.threads:
         torch.set_num_threads(args.threads)
+    if device.type == "cuda":  # TF32 for the float32 products, as mixed-precision training takes them
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     triton = (f", Triton {importlib.metadata.version('triton')}"
-              if device.type == "cuda" and importlib.util.find_spec("triton") else "")
-    print(f"# Position methods in OpenNMT-py attention: {where}, torch {torch.__version__}{triton}")
+              if "triton" in paths_on(device) and importlib.util.find_spec("triton") else "")
+    interpreted = " (Triton's interpreter: a dry run, no speeds)" if device.type == "cpu" and fused_kernel.interpreted() \
+        else ""
+    print(f"# Position methods in OpenNMT-py attention: {where}, torch {torch.__version__}{triton}{interpreted}")
     timing = "wall time" if device.type == "cuda" else "CPU time of the process"
     print(f"\nK = {args.far}, attention dropout {args.attention_dropout}, training mode; "
-          f"{args.tokens} tokens per batch; best of {args.repeats} runs ({timing}).")
+          f"{args.tokens} tokens per batch; best of {args.repeats} runs ({timing}).", flush=True)
 
     if "layer" in args.parts:
-        results = benchmark_layer(args, device)
         print(f"\n## One self-attention layer (d={args.d_model}, {args.heads} heads), forward + backward")
         print("\nAPE, SHAPE and no PE differ only in the embeddings: one row here.")
-        print_layer_tables("Layer", results, "APE / SHAPE / none", args.lengths)
+        timed_part("Layer", "APE / SHAPE / none", benchmark_layer, args, device)
     if "model" in args.parts:
-        results = benchmark_model(args, device)
         print(f"\n## Encoder-decoder model ({args.model_layers}+{args.model_layers} layers, d={args.model_dim}, "
               f"{args.model_heads} heads, vocabulary {args.vocab}), forward + backward with the loss")
-        print_layer_tables("Model", results, "APE", args.lengths)
+        timed_part("Model", "APE", benchmark_model, args, device)
     if "train" in args.parts:
         rates, examples, mean_length = benchmark_train(args, device)
         print(f"\n## onmt_train on INTERPOLATE-length data ({examples} examples of 10 toy-ende pairs, "

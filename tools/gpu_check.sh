@@ -1,42 +1,69 @@
 #!/usr/bin/env bash
-# Issue 46's whole GPU check in one device call (its steps' time limits add up to 9.7 minutes),
-# results under $OUT. Here first: bash tools/gpu_check_wheels.sh (wheels of what the GPU image lacks, .whl/);
-# then one call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=600).
-#   versions.txt    card, driver, torch, Triton
+# The whole GPU check in one device call (its steps' time limits add up to 9 minutes), results
+# under $OUT, each file written as its step goes (a step cut off by its limit loses only what it had
+# not printed yet). Here first: bash tools/gpu_check_wheels.sh (wheels of what the GPU image lacks,
+# .whl/); then one call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=600).
+#   versions.txt    card, driver, torch, Triton; each step's start
 #   parity.txt      tests/model/test_fused_kernel.py compiled on the GPU (bfloat16 included)
-#   layer.txt       tools/benchmark_attention.py --parts layer, L = 32..1024, peak memory
-#   model.txt       the same, --parts model (3+3 layers, d = 256)
-#   train.txt       the same, --parts train (short onmt_train of each method)
 #   ranks.txt       two ranks on the one GPU (tools/two_ranks_one_gpu.py) against one rank with
 #                   accum_count 2 (the same tokens per update): SHAPE + concat_pairs within
-#                   documents, and Shaw on the fused kernel
-# Each step has its own time limit and writes as it goes: a step cut off loses only itself.
-# The parity tests (8 at a time: most of their time is compiling the kernels' variants) and
-# the rank runs (not timed) go first, side by side; then the timed benchmarks, one at a time.
+#                   documents, and Shaw (its kernel after the first-use check)
+#   layer.txt       tools/benchmark_attention.py --parts layer, L = 128, 512, 1024, float16 then
+#                   bfloat16 (autocast, TF32 on), each dtype's tables printed when it ends, with
+#                   SDPA's backends and each Triton kernel's compile time; peak memory
+#   model.txt       the same, --parts model (3+3 layers, d = 256)
+#   train.txt       the same, --parts train (short onmt_train of each method, fp16)
+# The parity tests (8 at a time: most of their time is compiling the kernels' variants) and the
+# rank runs go first, side by side; then the timed benchmarks, one at a time.
+#
+# GPU_CHECK_DRY_RUN=1: every step on the CPU with tiny sizes (Triton's interpreter for the
+# kernel's parts, a subset of the parity tests, one rank on the CPU; the two-rank runs start
+# and stop where they need CUDA), no wheels installed: tests/test_gpu_check.py runs it so in CI.
 set -u
 OUT=${OUT:-gpu_check_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
+dry=${GPU_CHECK_DRY_RUN:-0}
 started=$(date +%s)
 step() { echo "== $1 at +$(( $(date +%s) - started )) s" | tee -a "$OUT/versions.txt"; }
 
-step setup
-python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl >>"$OUT/versions.txt" 2>&1
-site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$PWD" >"$site/onmt_posenc_checkout.pth"  # before onmt_posenc_startup.pth, alphabetically
-cp onmt_posenc_startup.pth "$site/"
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+if [ "$dry" = 1 ]; then
+    export OMP_NUM_THREADS=1
+    parity_run=(env TRITON_INTERPRET=1 python3 -m pytest -q -p no:cacheprovider -p no:xdist
+                tests/model/test_fused_kernel.py -k "runs_only_where_asked or float64 and alibi-encoder-dtype0")
+    interpreted=(env TRITON_INTERPRET=1)
+    layer_sizes=(--lengths 20 --tokens 40 --d-model 32 --heads 2 --repeats 1 --music-far 8)
+    model_sizes=(--lengths 8 --tokens 16 --model-dim 32 --model-layers 1 --model-heads 2 --vocab 50 --repeats 1)
+    train_sizes=(--train-steps 2 --train-report 1 --train-pairs 40 --train-batch 256 --model-dim 32
+                 --model-layers 1 --model-heads 2)
+    one_rank=()
+    rank_steps=2 rank_report=1 rank_dtype=fp32 rank_limits=(90 60)
+else
+    step setup
+    python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl >>"$OUT/versions.txt" 2>&1
+    site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$PWD" >"$site/onmt_posenc_checkout.pth"  # before onmt_posenc_startup.pth, alphabetically
+    cp onmt_posenc_startup.pth "$site/"
+    parity_run=(env ONMT_POSENC_KERNEL_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider -n 8
+                tests/model/test_fused_kernel.py)
+    interpreted=()
+    layer_sizes=(--lengths 128 512 1024 --repeats 5)
+    model_sizes=(--lengths 128 512 1024 --repeats 5)
+    train_sizes=(--train-steps 16 --train-report 4)
+    one_rank=(-world_size 1 -gpu_ranks 0)
+    rank_steps=30 rank_report=10 rank_dtype=fp16 rank_limits=(35 40)
+fi
+{ date -u; command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
+      --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
   git log -1 --format='commit %H %s' 2>/dev/null; } >>"$OUT/versions.txt" 2>&1
 
 step "parity and ranks"
-ONMT_POSENC_KERNEL_TEST_DEVICE=cuda timeout 110 python3 -m pytest -q -p no:cacheprovider -n 8 \
-    tests/model/test_fused_kernel.py >"$OUT/parity.txt" 2>&1 &
+timeout 150 "${parity_run[@]}" >"$OUT/parity.txt" 2>&1 &
 parity=$!
 
 # KFTT's excerpt (tests/data/kftt): English -> Japanese characters, one document id a line
-data=/tmp/gpu_check_data
-mkdir -p "$data"
+data=$(mktemp -d)
 cp tests/data/kftt/kyoto-train.en "$data/train.en"
 cp tests/data/kftt/kyoto-train.docid "$data/train.docid"
 python3 -c 'import sys; [print(" ".join(line.strip().replace(" ", ""))) for line in sys.stdin]' \
@@ -45,8 +72,8 @@ common="{src_vocab: $data/vocab.en, tgt_vocab: $data/vocab.ja, save_data: $data/
   encoder_type: transformer, decoder_type: transformer, layers: 2, heads: 4, hidden_size: 256,
   word_vec_size: 256, transformer_ff: 1024, dropout: [0.1], attention_dropout: [0.1],
   batch_type: tokens, batch_size: 2048, bucket_size: 2048, num_workers: 0, optim: adam,
-  learning_rate: 0.001, train_steps: 30, report_every: 10, valid_steps: 1000000,
-  save_checkpoint_steps: 1000000, seed: 1, model_dtype: fp16}"
+  learning_rate: 0.001, train_steps: $rank_steps, report_every: $rank_report, valid_steps: 1000000,
+  save_checkpoint_steps: 1000000, seed: 1, model_dtype: $rank_dtype}"
 cat >"$data/shape.yaml" <<YAML
 data: {kftt: {path_src: $data/train.en, path_tgt: $data/train.ja, path_docids: $data/train.docid,
               transforms: [concat_pairs]}}
@@ -72,22 +99,23 @@ yaml.safe_dump(config, open(path, "w"))
 PY
     onmt_build_vocab -config "$data/$method.yaml" -n_sample -1 2>&1 | grep -iE "error|Counters"
     echo "### $method, one rank, accum_count 2"
-    timeout 35 onmt_train -config "$data/$method.yaml" -world_size 1 -gpu_ranks 0 -accum_count 2 2>&1 \
-        | grep -E "Step|Error|error|onmt-posenc self-attention"
+    timeout "${rank_limits[0]}" onmt_train -config "$data/$method.yaml" "${one_rank[@]}" -accum_count 2 2>&1 \
+        | grep -E "Step|Error|error|onmt-posenc|SDPA"
     echo "### $method, two ranks on the one GPU (world_size 2, gpu_ranks 0 1, gloo)"
-    timeout 40 python3 tools/two_ranks_one_gpu.py -config "$data/$method.yaml" 2>&1 \
-        | grep -E "Step|Error|error|rank|onmt-posenc self-attention"
+    timeout "${rank_limits[1]}" python3 tools/two_ranks_one_gpu.py -config "$data/$method.yaml" 2>&1 \
+        | grep -E "Step|Error|error|rank|process|onmt-posenc|SDPA"
   done
   echo "### stock onmt_train, gpu_ranks 0 0 on one GPU"
   timeout 20 onmt_train -config "$data/shaw.yaml" -world_size 2 -gpu_ranks 0 0 -gpu_backend gloo 2>&1 | tail -3
 } >"$OUT/ranks.txt" 2>&1
 wait "$parity"
 step layer
-timeout 130 python3 tools/benchmark_attention.py --parts layer --repeats 5 >"$OUT/layer.txt" 2>&1
+timeout 160 "${interpreted[@]}" python3 tools/benchmark_attention.py --parts layer "${layer_sizes[@]}" \
+    >"$OUT/layer.txt" 2>&1
 step model
-timeout 140 python3 tools/benchmark_attention.py --parts model --repeats 5 >"$OUT/model.txt" 2>&1
+timeout 130 "${interpreted[@]}" python3 tools/benchmark_attention.py --parts model "${model_sizes[@]}" \
+    >"$OUT/model.txt" 2>&1
 step train
-timeout 120 python3 tools/benchmark_attention.py --parts train --train-steps 16 --train-report 4 \
-    >"$OUT/train.txt" 2>&1
-
+timeout 80 python3 tools/benchmark_attention.py --parts train "${train_sizes[@]}" >"$OUT/train.txt" 2>&1
+rm -rf "$data"
 step done

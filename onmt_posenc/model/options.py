@@ -13,7 +13,7 @@ class ModelOptionsError(UserError, ValueError):
 
 
 def add_model_options(parser):
-    from onmt_posenc.model.attention import ATTENTIONS, SIDES, relative_attention_choices
+    from onmt_posenc.model.attention import ATTENTIONS, KERNEL_MODES, SIDES, relative_attention_choices
     from onmt_posenc.model.positions import POSITION_ENCODINGS, implied_schemes_help
 
     group = parser.add_argument_group("Position representations (onmt-posenc)")
@@ -52,12 +52,14 @@ def add_model_options(parser):
     group.add(
         "--attention_kernel",
         "-attention_kernel",
-        choices=("triton", "pytorch"),
-        default="triton",
-        help="On CUDA, where Triton is installed: 'triton' computes every self-attention variant on the fused "
-        "Triton kernel (online softmax, masks, dropout and the relative term in one kernel); 'pytorch' keeps "
-        "PyTorch's paths (SDPA, or the plain path that self_attn_type: scaled-dot chooses, which also turns "
-        "the kernel off). On the CPU the PyTorch paths are taken either way.",
+        choices=KERNEL_MODES,
+        default="auto",
+        help="The self-attention of the methods with a relative term (Shaw, Music, T5, ALiBi, the decaying mask) "
+        "on CUDA, where Triton is installed: 'auto' takes the fused Triton kernel once it has matched the PyTorch "
+        "path, forward and gradients, on a small problem of the run's dtype and head size (checked at first use "
+        "in each process; on a mismatch or a compile error, a warning says why and the PyTorch path runs); "
+        "'triton' takes the kernel unchecked; 'pytorch' keeps PyTorch's paths. Methods without a term (APE, "
+        "SHAPE, rotary, none) always take PyTorch's SDPA, and the CPU always PyTorch's paths.",
     )
     for variant in ATTENTIONS.values():
         variant.add_options(group)

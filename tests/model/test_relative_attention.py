@@ -666,7 +666,7 @@ def test_benchmark_runs_and_prints_ratio_tables(tmp_path):
                   "--lengths", "8", "24", "--tokens", "48", "--d-model", "32", "--heads", "4", "--model-dim", "32",
                   "--model-layers", "1", "--model-heads", "4", "--vocab", "50", "--repeats", "1", "--threads", "1"])
     tables = result.stdout
-    for title in ("Layer, fastest path: ms", "Layer, plain path: peak MiB", "Model, plain path: ms"):
+    for title in ("Layer, fp32, fastest path: ms", "Layer, fp32, plain path: peak MiB", "Model, fp32, plain path: ms"):
         assert title in tables
 
     def first_row(name):  # (ms, ratio) per length, from the first table (layer, fastest path: ms)

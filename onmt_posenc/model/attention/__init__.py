@@ -19,9 +19,11 @@ convention, and change only how the attention is computed:
   ALiBi (-2) and T5 buckets (`relative_positions_buckets`), computed as
   OpenNMT-py computes them, with SDPA.
 
-On CUDA every variant here runs on one fused Triton kernel (`fused_kernel/`: online
-softmax, masks, dropout and the variant's relative term in one pass, each variant saying its
-term in `kernel_terms`) unless the attention_kernel option is 'pytorch'.
+On CUDA the variants with a relative term run on one fused Triton kernel (`fused_kernel/`:
+online softmax, masks, dropout and the variant's relative term in one pass, each variant saying
+its term in `kernel_terms`): by default ('auto', the attention_kernel option) once the kernel has
+matched the PyTorch path in a first-use check in the process (`fused_kernel.first_use`). The
+variants without a term (absolute positions, rotary) always take PyTorch's SDPA.
 
 OpenNMT-py's options choose its own schemes (each variant's `chosen_by_onmt`,
 `implied_by_onmt`); every variant with a `summary` is a choice of our
@@ -97,11 +99,14 @@ def initialize(model):
             module.reset_parameters()
 
 
-def kernel_chosen(opt):
-    """Do the options leave the fused Triton kernel on? (attention_kernel, unset in checkpoints
-    made before it: on; full_context_alignment's decoder pass without the future mask: off,
-    the kernel's decoder masks the future)"""
-    return getattr(opt, "attention_kernel", "triton") == "triton" and not getattr(opt, "full_context_alignment", False)
+# The attention_kernel option: the fused Triton kernel once it has proved itself in the process,
+# always, never (see its help in options.py)
+KERNEL_MODES = ("auto", "triton", "pytorch")
+
+
+def kernel_mode(opt):
+    """The attention_kernel option, 'auto' where unset (checkpoints made before it)."""
+    return getattr(opt, "attention_kernel", None) or "auto"
 
 
 def _unsupported(layer, attention, opt):
@@ -117,12 +122,15 @@ def _unsupported(layer, attention, opt):
     return None
 
 
-def replacement_for(stock, self_attn_type, method=None, values=None, positions=True, kernel=True):
+def replacement_for(stock, self_attn_type, method=None, values=None, positions=True, kernel="auto",
+                    full_context_alignment=False):
     """Our attention for one stock module, reusing its parameters
     (`method`, `values`: the relative_attention and relative_values options;
     `positions` False: this side has none in its attention, see relative_positions_side;
-    `kernel`: the attention_kernel option is 'triton', for the fused Triton kernel wherever it
-    runs, unless self_attn_type asks for the plain path)."""
+    `kernel`: the attention_kernel option, for a variant with a relative term, unless
+    self_attn_type asks for the plain path; `full_context_alignment`: a decoder is also run
+    without its future mask, so the mask is all it has: the fused kernel, whose decoder masks
+    the future, and SDPA's causal flag are off)."""
     settings = dict(
         head_count=stock.head_count,
         model_dim=stock.linear_query.in_features,
@@ -139,7 +147,9 @@ def replacement_for(stock, self_attn_type, method=None, values=None, positions=T
         else:  # this side's attention takes no positions (absolute positions, or none)
             variant = ATTENTIONS[attention_scheme(0, 0, None)]
         attention = variant.from_stock(stock, settings, fused, values)
-    attention.kernel = kernel and fused and variant.kernel_covers()
+    takes_kernel = fused and variant.kernel_covers() and not full_context_alignment
+    attention.kernel = kernel if takes_kernel else "pytorch"
+    attention.always_causal = stock.is_decoder and not full_context_alignment
     for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
         setattr(attention, name, getattr(stock, name))
     return attention
@@ -167,7 +177,8 @@ def install(model, opt):
         if reason is None:
             side = "tgt" if isinstance(layer, TransformerDecoderLayer) else "src"
             layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values, side in sides,
-                                              kernel=kernel_chosen(opt))
+                                              kernel=kernel_mode(opt),
+                                              full_context_alignment=getattr(opt, "full_context_alignment", False))
             installed.add(type(layer.self_attn).__name__)
         elif needs_ours:
             raise ValueError(f"relative_attention {method}, relative_values {values}, relative_positions_side "

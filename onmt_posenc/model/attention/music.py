@@ -109,12 +109,10 @@ class MusicRelativeAttention(SelfAttention):
         return SkewedLogits.apply(q, table, key_len, last, lo, hi)
 
     def kernel_terms(self, q, key_len, terms):
-        """T[i, c] = q_i . E[c] for every distance of the table, read at clip(j - i)."""
-        far = self.max_relative_positions
-        distances = torch.arange(1 - key_len, q.size(2), device=q.device)
-        terms.bucket = (distances.clamp(-far, self.max_distance) + far).int()
-        terms.table_per_query = True
-        return q @ self.relative_key_embeddings.transpose(-1, -2).to(q.dtype), None
+        """T[i, c] = q_i . E_h[c] for every distance of the head's table, read at
+        clip(j - i, -K, K) + K (the decoder's table ends at distance 0)."""
+        terms.clip = (-self.max_relative_positions, self.max_distance)
+        return self.relative_key_embeddings, None
 
     @classmethod
     def from_stock(cls, stock, settings, fused, values):

@@ -4,8 +4,11 @@ import re
 import torch
 import torch.nn.functional as F
 from onmt.modules.multi_headed_attn import MultiHeadedAttention, shape, unshape
+from onmt.utils.logging import logger
+from torch.nn.attention import SDPBackend
 
 from onmt_posenc.model.attention import ATTENTIONS, fused_kernel, register_attention
+from onmt_posenc.model.attention.fused_kernel import first_use
 
 
 def masked_value(dtype):
@@ -31,6 +34,35 @@ def ctranslate2_before(release):
         return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
     return numbers(ctranslate2.__version__) < numbers(release)
+
+
+def sdpa_backend(q, k, v, bias, dropout, causal):
+    """The backend PyTorch's SDPA takes for these inputs: 'flash_attention',
+    'efficient_attention', 'cudnn_attention', 'math' (its own choice function)."""
+    backend = int(torch._fused_sdp_choice(q, k, v, bias, dropout, causal, scale=1.0))
+    return next((key.lower() for key, value in SDPBackend.__members__.items() if int(value) == backend), str(backend))
+
+
+# The kinds of SDPA call already said in the log (the benchmark clears it to hear them again)
+SDPA_LOGGED = set()
+
+
+def log_sdpa_backend(module, q, k, v, bias, dropout, causal):
+    """Say in the log which backend PyTorch's SDPA chooses (flash, efficient (memory-efficient),
+    cuDNN, math), once for each kind of call: side, one query or a whole sequence, dtype,
+    device, head size, mask, dropout."""
+    side = "decoder" if module.is_decoder else "encoder"
+    kind = "one query" if q.size(2) == 1 else "whole sequence"
+    mask = "causal flag" if causal else "no mask" if bias is None else "boolean mask" if bias.dtype == torch.bool \
+        else "additive bias"
+    entry = (side, kind, q.dtype, q.device.type, q.size(-1), mask, dropout > 0)
+    if entry in SDPA_LOGGED:
+        return
+    SDPA_LOGGED.add(entry)
+    name = sdpa_backend(q, k, v, bias, dropout, causal)
+    logger.info("onmt-posenc self-attention on PyTorch's SDPA (%s, %s, %s, %s, d_head %d, %s%s): %s backend", side,
+                kind, str(q.dtype).replace("torch.", ""), q.device.type, q.size(-1), mask,
+                ", dropout" if dropout > 0 else "", name)
 
 
 @register_attention("absolute")
@@ -125,9 +157,11 @@ class SelfAttention(MultiHeadedAttention):
         """The model options that config.json records of this variant (key onmt_posenc)."""
         return {}
 
-    # Attend with the fused Triton kernel where it runs (`fused_kernel.usable`: CUDA, or the
-    # CPU under Triton's interpreter); `replacement_for` sets it from the model's options.
-    kernel = False
+    # The attention_kernel option for this layer ('auto', 'triton', 'pytorch'; see KERNEL_MODES):
+    # 'pytorch' for a variant without a term, whose fused path is SDPA. `replacement_for` sets it.
+    kernel = "pytorch"
+    # A decoder whose future is masked in every pass (not full_context_alignment's second one)
+    always_causal = False
 
     def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
         super().__init__(
@@ -150,11 +184,22 @@ class SelfAttention(MultiHeadedAttention):
         if cache is not None:
             cache["keys"], cache["values"] = k, v
         q = q * self.dim_per_head**-0.5
-        if self.kernel and not return_attn and fused_kernel.usable(q):
+        if self.on_kernel(q, k, mask, return_attn):
             context, attn = self.kernel_attend(q, k, v, mask), None
         else:
             context, attn = self.attend(q, k, v, mask, return_attn)
         return self.final_linear(unshape(context)), attn
+
+    def on_kernel(self, q, k, mask, return_attn):
+        """Does this call attend on the fused kernel? Where it runs (`fused_kernel.usable`:
+        CUDA, or the CPU under Triton's interpreter) and the weights are not asked for, with
+        attention_kernel 'triton', or 'auto' once the kernel has passed its first-use check
+        for this kind of call (`fused_kernel.first_use`)."""
+        if self.kernel == "pytorch" or return_attn or not fused_kernel.usable(q):
+            return False
+        if self.kernel == "triton":
+            return first_use.unchecked(self, q, k, mask)
+        return first_use.passes(self, q, k, mask)
 
     def rotated(self, q, k, first_position):
         """Queries and keys as the attention sees them; only rotary positions change them."""
@@ -169,19 +214,35 @@ class SelfAttention(MultiHeadedAttention):
         Returns the context and, on the plain path, the attention weights."""
         rel = self.relative_logits(q, k.size(2))
         if self.fused and not return_attn:
+            causal = False
             if rel is None:
-                bias = None if mask is None else ~mask
+                bias, causal = self.sdpa_mask(q, k, mask)
             else:
                 bias = rel if mask is None else rel.masked_fill(mask, masked_value(rel.dtype))
             del rel  # a view of a (Lq, 2L) buffer: let it go before the attention
             dropout = self.dropout_p if self.training else 0.0
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout, scale=1.0), None
+            log_sdpa_backend(self, q, k, v, bias, dropout, causal)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=causal,
+                                                  scale=1.0), None
         scores = q @ k.transpose(-1, -2)
         if rel is not None:
             scores += rel
         del rel
         dropped, attn = self.attention_weights(scores, mask)
         return dropped @ v, attn
+
+    def sdpa_mask(self, q, k, mask):
+        """SDPA's (attn_mask, is_causal) for OpenNMT-py's boolean mask (True: hidden). A
+        boolean mask keeps SDPA off its flash backend; on CUDA a decoder's whole-sequence mask
+        is the future's and right padding's, and its rows that are not padding see exactly
+        their past (padding comes after every token): the causal flag computes those rows
+        alike (padding rows, which no loss reads, then see their past too), and flash takes
+        it. The CPU keeps the mask (its outputs stay those it had)."""
+        if mask is None:
+            return None, False
+        if q.is_cuda and self.always_causal and q.size(2) == k.size(2):
+            return None, True
+        return ~mask, False
 
     def kernel_attend(self, q, k, v, mask):
         """`attend` on the fused Triton kernel (`fused_kernel`), with the relative term that
@@ -197,27 +258,25 @@ class SelfAttention(MultiHeadedAttention):
 
     @classmethod
     def kernel_covers(cls):
-        """Does the fused kernel compute this variant? Where the variant says its term
-        (`kernel_terms`), or adds none (neither `relative_logits` nor `attend` overridden:
-        absolute positions, rotary). A variant added without `kernel_terms` keeps its PyTorch
-        paths, rather than losing its term on the kernel."""
-        base = SelfAttention
-        return cls.kernel_terms is not base.kernel_terms or (
-            cls.relative_logits is base.relative_logits and cls.attend is base.attend)
+        """Does the fused kernel compute this variant? Where the variant says its relative
+        term (`kernel_terms`). A variant without a term (absolute positions, rotary) takes
+        PyTorch's SDPA, and one added without `kernel_terms` keeps its PyTorch paths rather
+        than losing its term on the kernel."""
+        return cls.kernel_terms is not SelfAttention.kernel_terms
 
     def kernel_terms(self, q, key_len, terms):
         """Describe this variant's relative term to the fused kernel: fill in `terms` (a
         `fused_kernel.RelativeTerms`) and return the tensors that take gradients, (table,
-        R_V) (see `fused_kernel.attention`). Absolute positions (and rotary, whose rotation
-        is done before): none."""
-        return None, None
+        R_V) (see `fused_kernel.attention`). A variant with a term overrides it."""
+        raise NotImplementedError
 
     def attention_weights(self, scores, mask):
-        """Masked softmax (in float32, as OpenNMT-py); returns the weights after
-        and before attention dropout. `scores` is overwritten."""
+        """Masked softmax (in float32, as OpenNMT-py, or float64 for float64 scores: the
+        kernel's tests' reference); returns the weights after and before attention dropout.
+        `scores` is overwritten."""
         if mask is not None:
             scores.masked_fill_(mask, masked_value(scores.dtype))
-        attn = scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype)
+        attn = scores.softmax(dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(scores.dtype)
         return (self.dropout(attn) if self.dropout_p > 0 else attn), attn
 
     @classmethod

@@ -145,19 +145,18 @@ class ShawRelativeAttention(SelfAttention):
         if mask is not None:  # masked pairs read a vanishing logit: no separate masking pass
             bucket = bucket.masked_fill(mask, 2 * far + 1)
         bucket = bucket.expand(q.size(0), q.size(1), -1, -1)
-        dropped, attn = self.attention_weights(ShawScores.apply(q, k, r_k, bucket), mask=None)
+        scores = ShawScores.apply(q, k, r_k, bucket)
+        if mask is not None:  # a row that sees no key: equal logits and no gradient through them, as masked_fill
+            scores.masked_fill_(mask.all(-1, keepdim=True), masked_value(scores.dtype))  # gives the other paths
+        dropped, attn = self.attention_weights(scores, mask=None)
         if r_v is None:
             return dropped @ v, attn
         return ShawContext.apply(dropped, v, r_v, bucket), attn
 
     def kernel_terms(self, q, key_len, terms):
-        """The key term as T = Q R_K^T read at clip(j - i) + K, the value term as R_V."""
-        r_k, r_v = self.tables()
-        far = self.max_relative_positions
-        distances = torch.arange(1 - key_len, q.size(2), device=q.device)
-        terms.bucket = (distances.clamp(-far, far) + far).int()
-        terms.table_per_query = True
-        return q @ r_k.T.to(q.dtype), r_v
+        """The key term as Q R_K^T read at clip(j - i, -K, K) + K, the value term as R_V."""
+        terms.clip = (-self.max_relative_positions, self.max_relative_positions)
+        return self.tables()
 
     @classmethod
     def from_stock(cls, stock, settings, fused, values):

@@ -79,7 +79,7 @@ class T5BucketAttention(SelfAttention):
     def kernel_terms(self, q, key_len, terms):
         """One row of (heads, buckets), shared by all queries, read at each distance's bucket."""
         terms.bucket = self.bucket(torch.arange(1 - key_len, q.size(2), device=q.device)).int()
-        return self.relative_attention_bias.weight.T.contiguous()[None, :, None].to(q.dtype), None
+        return self.relative_attention_bias.weight.T.to(q.dtype), None
 
     @classmethod
     def from_stock(cls, stock, settings, fused, values):

@@ -4,11 +4,16 @@ and backward, with the padding and causal masks, attention dropout drawn in the 
 function of (i, j) inside the kernel:
 
 - a table read at a bucket of j - i: one row per query for Shaw's key term and Music
-  (T[i, c] = q_i . R[c], i.e. Q R^T, computed before the kernel: its gradient reaches q
-  and R through autograd), or one row shared by all queries for T5's bias;
+  (T[i, c] = q_i . R[c], i.e. Q R^T, made before the kernel, and again for the backward),
+  read at clip(j - i, lo, hi) - lo, or one row per head shared by all queries for T5's
+  bias, read at a bucket looked up per distance;
 - ALiBi's -m_h |j - i|;
 - the decaying mask's ramp on the normalized weights;
-- Shaw's value term: per row, the weights summed per bucket, then times R_V.
+- Shaw's value term: per row, the weights summed per bucket, times R_V.
+
+Each per-bucket sum costs O(M N) a tile of M queries and N keys (`tiles.py`), and the forward
+keeps only each row's maximum and log-sum for the backward. With attention_kernel 'auto' a
+layer takes the kernel once it has passed its first-use check (`first_use.py`).
 
 This module imports no Triton: `attention` loads the kernels on first use, so CPU users
 without Triton are unaffected. The kernels run on CUDA, and on the CPU under Triton's
@@ -26,6 +31,27 @@ import torch
 # The head sizes a tile's matrix products take (tl.arange needs a power of two, tl.dot >= 16)
 HEAD_SIZES = (16, 32, 64, 128)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# (queries, keys, warps) per tile of each kernel, for head sizes up to 64 and for 128: small
+# under the interpreter, where a tile is a numpy array. On CUDA, tiles that compile without
+# spills for sm_80 and sm_90 at d_head 64 (tools/kernel_resources.py measures them; the dQ
+# kernel's tile is square: T5's sums per distance need it).
+TILES = {
+    "cuda": {
+        64: {"attention_forward": (64, 32, 4), "attention_backward_keys": (32, 32, 4),
+             "attention_backward_queries": (32, 32, 4)},
+        128: {"attention_forward": (32, 32, 4), "attention_backward_keys": (32, 16, 4),
+              "attention_backward_queries": (32, 32, 8)},
+    },
+    "cpu": {size: dict.fromkeys(("attention_forward", "attention_backward_keys", "attention_backward_queries"),
+                                (16, 16, 4)) for size in (64, 128)},
+}
+# Software-pipelining stages of every launch (tools/kernel_resources.py compiles with them)
+NUM_STAGES = 3
+
+
+def tile_shape(device, kernel_name, head_size):
+    """(BLOCK_M, BLOCK_N, warps) of a kernel for this device and head size."""
+    return TILES[device.type][64 if head_size <= 64 else 128][kernel_name]
 
 
 def interpreted():
@@ -53,17 +79,19 @@ class RelativeTerms:
     """What the kernels add to q_i . k_j and how they weigh it, besides the tensors that
     take gradients (the table, R_V).
 
-    `bucket`: int32, the bucket of each distance j - i = -(Lk-1)..Lq-1 (with a table);
-    `table_per_query`: the table has a row per query (Shaw, Music), else one row shared
-    by all (T5); `slopes`: ALiBi's m_h (heads,); `key_padding`: uint8 (batch, Lk), 1 at
-    padding; `ramp`: 0 none, 1 the decaying mask's causal ramp, 2 its bidirectional one
-    over `lengths` (int32 (batch,)); `dropout`: attention dropout's p, drawn from `seed`.
+    `clip`: (lo, hi) for a per-query table (Shaw, Music): the table R (buckets, d) or
+    (heads, buckets, d) holds the distances lo..hi, and q_i . R[clip(j - i, lo, hi) - lo] is
+    added; `bucket`: int32, T5's bucket of each distance j - i = -(Lk-1)..Lq-1 in its shared
+    (heads, buckets) table; `slopes`: ALiBi's m_h (heads,); `key_padding`: uint8 (batch,
+    Lk), 1 at padding; `ramp`: 0 none, 1 the decaying mask's causal ramp, 2 its
+    bidirectional one over `lengths` (int32 (batch,)); `dropout`: attention dropout's p,
+    drawn from `seed`.
     """
 
     causal: bool
     key_padding: Optional[torch.Tensor] = None
+    clip: Optional[tuple] = None
     bucket: Optional[torch.Tensor] = None
-    table_per_query: bool = False
     slopes: Optional[torch.Tensor] = None
     ramp: int = 0
     lengths: Optional[torch.Tensor] = None
@@ -71,21 +99,12 @@ class RelativeTerms:
     dropout: float = 0.0
     seed: int = 0
 
-    def pointers(self, placeholder):
-        """BUCKET, SLOPES, PAD, LENGTHS for the kernels (`placeholder` where unused: never read)."""
-        return tuple(placeholder if tensor is None else tensor
-                     for tensor in (self.bucket, self.slopes, self.key_padding, self.lengths))
-
-    def flags(self):
-        return dict(CAUSAL=self.causal, ALIBI=self.slopes is not None, HAS_PAD=self.key_padding is not None,
-                    RAMP=self.ramp, DROPOUT=self.dropout > 0)
-
 
 def attention(q, k, v, terms, table=None, values=None):
     """softmax(q k^T + T[., bucket(j - i)] - m |j - i|) weighted by the ramp and dropout,
     times v, plus Shaw's value term with R_V = `values` (buckets, d): q (batch, heads, Lq,
     d) already scaled, k and v (batch, heads, Lk, d), the queries being the last Lq of Lk
-    positions; `table` (batch or 1, heads, Lq or 1, buckets)."""
+    positions; `table` R (see `RelativeTerms.clip`: T = q R^T) or T5's (heads, buckets)."""
     from onmt_posenc.model.attention.fused_kernel.function import FusedAttention
 
     return FusedAttention.apply(q, k, v, table, values, terms)

@@ -1,0 +1,171 @@
+"""The fused kernel proves itself before a run relies on it (attention_kernel: auto).
+
+At the first call of each kind (`call_kind`: the variant and its tables, encoder or decoder,
+dtype, head size, device, dropout, mask, decoding step) in the process, the kernel and the
+layer's plain PyTorch path compute a small problem of that kind, with fresh random tables, in
+the run's dtype (under the caller's autocast), and the PyTorch path again in float64: output
+and every gradient (q, k, v, the tables). The kernel passes where each of its errors against
+float64 is at most ERROR_RATIO times the PyTorch path's own error in the same dtype, the way
+FlashAttention's tests bind their kernels. A compile error or a miss turns the kernel off for
+that kind of call in this process, with one warning line that says why; the PyTorch path runs.
+It takes a few seconds (the compiles, on a GPU); the global random state is left as it was.
+"""
+import copy
+import time
+
+import torch
+from onmt.utils.logging import logger
+
+from onmt_posenc.model.attention.fused_kernel import dropout_keep_mask, new_seed, tile_shape
+
+# The kernel's largest error against float64 may be this many times the PyTorch path's own (in
+# the same dtype, on the same rounded inputs); FlashAttention's tests take 2. A wrong kernel is
+# off by orders of magnitude more.
+ERROR_RATIO = 3
+# Below this many eps of a tensor's largest entry an error counts as that much: two correct
+# orders of summation differ by a few eps, and the PyTorch path's error can be smaller by chance.
+EPS_FLOOR = 8
+# (passed, why) for each kind of call checked in this process
+VERDICTS = {}
+# The kinds of call that attention_kernel 'triton' put on the kernel unchecked (each said once)
+UNCHECKED = set()
+
+
+def call_kind(module, q, k, mask):
+    """What a call's kernel depends on (the kernels compiled, the terms they take)."""
+    tables = tuple((name, tuple(parameter.shape)) for name, parameter in module.named_parameters()
+                   if not name.startswith(("linear_", "final_linear")))
+    tf32 = q.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    return (type(module).__name__, "decoder" if module.is_decoder else "encoder", tables, q.dtype, q.size(-1),
+            str(q.device), tf32, module.training and module.dropout_p > 0, mask is None,
+            "one query" if q.size(2) == 1 else "queries after cached keys" if q.size(2) < k.size(2) else "sequence")
+
+
+def passes(module, q, k, mask):
+    """Has the kernel passed the check for this kind of call (checking it the first time)?"""
+    kind = call_kind(module, q, k, mask)
+    if kind not in VERDICTS:
+        started = time.perf_counter()
+        VERDICTS[kind] = check(module, q, k, mask)
+        passed, why = VERDICTS[kind]
+        described = describe(kind)
+        if passed:
+            logger.info("onmt-posenc: the fused Triton kernel passed its first-use check for %s in %.1f s (%s)",
+                        described, time.perf_counter() - started, why)
+        else:
+            logger.warning("onmt-posenc: the fused Triton kernel is off for %s in this process, the PyTorch path "
+                           "runs: %s", described, why)
+    return VERDICTS[kind][0]
+
+
+def unchecked(module, q, k, mask):
+    """attention_kernel 'triton': the kernel runs, unchecked; the log says so once a kind."""
+    kind = call_kind(module, q, k, mask)
+    if kind not in UNCHECKED:
+        UNCHECKED.add(kind)
+        logger.info("onmt-posenc: the fused Triton kernel runs %s unchecked (attention_kernel triton)", describe(kind))
+    return True
+
+
+def describe(kind):
+    name, side, _, dtype, head_size, device, tf32, dropout, no_mask, queries = kind
+    return (f"{name} ({side}, {str(dtype).replace('torch.', '')}{' TF32' if tf32 else ''}, d_head {head_size}, "
+            f"{device}{', dropout' if dropout else ''}{', no mask' if no_mask else ''}, {queries})")
+
+
+def check(module, q, k, mask):
+    """(passed, why) for the kernel on a small problem of this call's kind."""
+    devices = [q.device] if q.device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices), torch.inference_mode(False), torch.enable_grad():
+            return judged(*compute(module, q, k, mask))
+    except Exception as error:  # a compile error, anything the kernel raises: the PyTorch path runs
+        lines = str(error).strip().splitlines() or [""]
+        return False, f"{type(error).__name__}: {lines[0][:300]}"
+
+
+def problem(module, q, k, mask, generator):
+    """q, k, v and the mask of the check: 2 sequences, the layer's heads and head size, a
+    length spanning two key tiles and part of a third, the second sequence ending in
+    padding where the call has a mask; the call's kind of queries (all of them, a few after
+    cached keys, or one)."""
+    block_m, block_n, _ = tile_shape(q.device, "attention_forward", q.size(-1))
+    key_len = block_m + block_n + 7
+    query_len = key_len if q.size(2) == k.size(2) else min(q.size(2), 3)
+    q_, k_, v_ = (torch.randn(2, module.head_count, length, q.size(-1), generator=generator).to(q.device) * 0.5
+                  for length in (query_len, key_len, key_len))
+    if mask is None:
+        return q_, k_, v_, None
+    keys = torch.arange(key_len, device=q.device)
+    hidden = (keys >= torch.tensor([key_len, key_len - 9], device=q.device)[:, None])[:, None, None, :]
+    if module.is_decoder:
+        hidden = hidden | (keys[None, :] > torch.arange(key_len - query_len, key_len, device=q.device)[:, None])
+    return q_, k_, v_, hidden.expand(2, 1, query_len, key_len)
+
+
+def compute(module, q, k, mask):
+    """The results of the kernel and of the PyTorch path in the call's dtype, and of the
+    PyTorch path in float64, on the problem of `problem` and fresh random tables."""
+    generator = torch.Generator().manual_seed(0)
+    # a copy with fresh random parameters and no layer cache (the module's own are untouched)
+    memo = {id(module.layer_cache): (False, {})}
+    for parameter in module.parameters():
+        memo[id(parameter)] = torch.nn.Parameter(
+            (torch.randn(parameter.shape, generator=generator) * 0.3).to(parameter.device, parameter.dtype))
+    checked = copy.deepcopy(module, memo)
+    checked.fused = False  # the plain path: its dropout can take the kernel's mask
+    q_, k_, v_, mask_ = problem(module, q, k, mask, generator)
+    q_, k_, v_ = (x.to(q.dtype) for x in (q_, k_, v_))
+    if checked.training and checked.dropout_p > 0:
+        torch.manual_seed(0)
+        seed = new_seed()
+        keep = dropout_keep_mask(q_.size(0) * q_.size(1), q_.size(2), k_.size(2), seed, checked.dropout_p,
+                                              q.device)
+        p = checked.dropout_p
+        checked.dropout.forward = lambda weights: weights * keep.view_as(weights).to(weights.dtype) / (1 - p)
+    weights = torch.randn(q_.shape, generator=generator).to(q.device)
+    torch.manual_seed(0)  # the kernel draws the seed above again
+    kernel = results(checked, checked.kernel_attend, (q_, k_, v_, mask_), weights)
+    pytorch = results(checked, lambda *inputs: checked.attend(*inputs, False)[0], (q_, k_, v_, mask_), weights)
+    reference_module = copy.deepcopy(checked).double()
+    with torch.autocast(q.device.type, enabled=False):
+        reference = results(reference_module, lambda *inputs: reference_module.attend(*inputs, False)[0],
+                            (q_.double(), k_.double(), v_.double(), mask_), weights.double())
+    return kernel, pytorch, reference, q.dtype
+
+
+def results(module, attend, inputs, weights):
+    """{name: tensor}: the output of attend(q, k, v, mask) and the gradients of
+    sum(output * weights) for q, k, v and every parameter that takes one."""
+    q, k, v, mask = inputs
+    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    out = attend(q, k, v, mask)
+    named = {"q": q, "k": k, "v": v, **dict(module.named_parameters())}
+    grads = torch.autograd.grad((out.float() * weights.float()).sum(), list(named.values()), allow_unused=True)
+    return {"output": out.detach(), **{f"d{name}": g for name, g in zip(named, grads) if g is not None}}
+
+
+def error_ratios(kernel, pytorch, reference, dtype):
+    """{name: (kernel's error, PyTorch path's error, ratio)} against the float64 `reference`,
+    each error the largest absolute difference, the PyTorch path's at least EPS_FLOOR eps of
+    `dtype` times the tensor's largest entry."""
+    if kernel.keys() != reference.keys() or pytorch.keys() != reference.keys():
+        raise ValueError(f"gradients of {sorted(kernel)} against {sorted(reference)}")
+    ratios = {}
+    for name, expected in reference.items():
+        expected = expected.double()
+        kernel_error = (kernel[name].double() - expected).abs().max().item()
+        pytorch_error = (pytorch[name].double() - expected).abs().max().item()
+        floor = EPS_FLOOR * torch.finfo(dtype).eps * expected.abs().max().item()
+        ratios[name] = kernel_error, pytorch_error, kernel_error / max(pytorch_error, floor, 1e-300)
+    return ratios
+
+
+def judged(kernel, pytorch, reference, dtype):
+    ratios = error_ratios(kernel, pytorch, reference, dtype)
+    name, (kernel_error, pytorch_error, worst) = max(ratios.items(), key=lambda item: (
+        item[1][2] != item[1][2], item[1][2]))  # NaN first
+    if worst <= ERROR_RATIO:
+        return True, f"largest error {worst:.2f} times the PyTorch path's, {name}"
+    return False, (f"its {name} differs from float64 by {kernel_error:.3g}, {worst:.3g} times the PyTorch path's "
+                   f"own error ({pytorch_error:.3g}; at most {ERROR_RATIO} times passes)")

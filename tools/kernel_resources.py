@@ -1,0 +1,286 @@
+"""The fused Triton kernel's GPU resources, measured without a GPU: every kernel variant that
+the defaults reach, compiled for sm_80 (A100) and sm_90 (H100, H200) in float16 and bfloat16
+at head sizes 64 and 128, with its registers, spilled bytes and shared memory.
+
+Each variant is launched as training, validation and translation launch it: a method's layer
+(built by `replacement_for`, as onmt_train builds it) attends on the kernel, forward and
+backward, with the launches recorded instead of run; each recorded launch is specialized by
+Triton's own JIT binder (its argument types, the integers equal to 1, the 16-divisible
+pointers and integers) and compiled with `triton.compile(ASTSource(...),
+target=GPUTarget("cuda", 90, 32))`, then assembled by the ptxas that Triton's wheel ships
+(whose -v log gives the registers and spills); shared memory is Triton's own figure. No
+interpreter, no GPU; Triton 3.x's binder is internal API (`create_function_from_signature`,
+`JITFunction._pack_args`).
+
+    python tools/kernel_resources.py                     # the whole table -> docs/kernel_resources.md
+    python tools/kernel_resources.py --subset ci --check # CI's subset (`jobs`); exit 1 if a target is missed
+
+Targets (--check): no spills in float16 and bfloat16 at d_head 64, forward and backward, for
+Shaw K = 16, T5, ALiBi and the decaying mask; shared memory within sm_80's 163 KiB a block.
+"""
+import argparse
+import contextlib
+import dataclasses
+import importlib.metadata
+import io
+import os
+import re
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # compiled kernels, not the interpreter
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default, said (it warns otherwise)
+
+import onmt  # noqa: E402,F401  (activates onmt_posenc)
+import torch  # noqa: E402
+from onmt.modules.multi_headed_attn import MultiHeadedAttention  # noqa: E402
+
+from onmt_posenc.model.attention import replacement_for  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TABLE = REPO / "docs" / "kernel_resources.md"
+# sm_80's largest shared memory a block may take (A100: 163 KiB); sm_90's is 227 KiB
+SHARED_LIMIT = {80: 163 * 1024, 90: 227 * 1024}
+ARCHS = (80, 90)
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+HEAD_SIZES = (64, 128)
+HEADS, LENGTH, FAR = 2, 200, 16  # a length that is no multiple of 16: the general specialization
+# (relative_attention options of MultiHeadedAttention, relative_attention, relative_values)
+METHODS = {
+    "shaw K=16": (dict(max_relative_positions=FAR), "shaw", "shared"),
+    "shaw K=16 keys": (dict(max_relative_positions=FAR), "shaw", "none"),
+    "shaw K=64": (dict(max_relative_positions=64), "shaw", "shared"),
+    "music K=16": (dict(max_relative_positions=FAR), "music", None),
+    "t5": (dict(max_relative_positions=128, relative_positions_buckets=32), None, None),
+    "alibi": (dict(max_relative_positions=-2), None, None),
+    "decay": (dict(), "decay", None),
+}
+# What a side launches: training (dropout, padding; forward and backward), a whole sequence
+# without dropout (validation; translation's encoder), and the decoder's steps (one query, the
+# layer cache, no mask).
+MODES = {"encoder": ("train", "eval"), "decoder": ("train", "eval", "step")}
+# The targets CI checks (methods at d_head 64, float16 and bfloat16)
+TARGET_METHODS = ("shaw K=16", "t5", "alibi", "decay")
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    method: str
+    side: str
+    mode: str
+    dtype: str
+    head_size: int
+
+
+def jobs(subset):
+    """[(variant, arch)] to compile. `ci`, the targets' training kernels at d_head 64: the
+    decoder's (causal) in float16 and bfloat16 for sm_90, the encoder's in float16 for sm_80."""
+    if subset == "ci":
+        return ([(Variant(m, "decoder", "train", dtype, 64), 90) for m in TARGET_METHODS for dtype in DTYPES]
+                + [(Variant(m, "encoder", "train", "fp16", 64), 80) for m in TARGET_METHODS])
+    return [(Variant(m, side, mode, dtype, d), arch) for m in METHODS for side, modes in MODES.items()
+            for mode in modes for dtype in DTYPES for d in HEAD_SIZES for arch in ARCHS]
+
+
+def recorded_launches(variant):
+    """[(kernel, arguments)] that the kernel's autograd Function launches for this variant."""
+    from onmt_posenc.model.attention import fused_kernel
+    from onmt_posenc.model.attention.fused_kernel import function
+
+    fused_kernel.TILES["cpu"] = fused_kernel.TILES["cuda"]  # the tiles a GPU takes, for tensors made here
+    options, relative_attention, values = METHODS[variant.method]
+    decoder = variant.side == "decoder"
+    stock = MultiHeadedAttention(HEADS, HEADS * variant.head_size, dropout=0.1, is_decoder=decoder, attn_type="self",
+                                 **options)
+    module = replacement_for(stock, "scaled-dot-flash", relative_attention, values)
+    module.train(variant.mode == "train")
+    dtype = DTYPES[variant.dtype]
+    query_len = 1 if variant.mode == "step" else LENGTH
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, HEADS, length, variant.head_size, generator=generator).to(dtype).requires_grad_()
+               for length in (query_len, LENGTH, LENGTH))
+    mask = None
+    if variant.mode != "step":
+        mask = torch.zeros(2, 1, LENGTH, LENGTH, dtype=torch.bool)
+        mask[1, ..., LENGTH - 7:] = True
+    launches = []
+    launch = function.KernelArguments.launch
+    function.KernelArguments.launch = lambda arguments, kernel: launches.append(
+        (kernel, {**arguments.for_kernel(kernel), **arguments.options(kernel)}))
+    try:
+        out = module.kernel_attend(q, k, v, mask)
+        if variant.mode == "train":
+            out.float().sum().backward()
+    finally:
+        function.KernelArguments.launch = launch
+    return launches
+
+
+def specialization(kernel, arguments, arch):
+    """What Triton's JIT would compile for this launch on sm_`arch`: (ASTSource, options),
+    by its own binder (argument types, integers equal to 1, 16-divisible pointers and integers)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    backend = make_backend(GPUTarget("cuda", arch, 32))
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    kwargs = dict(arguments)  # with the launch's num_warps and num_stages
+    bound, specialized, options = binder(**kwargs)
+    options, signature, constexprs, attrs = kernel._pack_args(backend, kwargs, bound, specialized, options)
+    return ASTSource(kernel, signature, constexprs, attrs), options
+
+
+def compile_offline(kernel, arguments, arch):
+    """Compile one launch for sm_`arch` as Triton's JIT would on that GPU; returns the
+    compiled kernel, the ptxas log and the seconds it took."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    source, options = specialization(kernel, arguments, arch)
+    triton.knobs.nvidia.dump_ptxas_log = True
+    triton.knobs.compilation.always_compile = True  # a cached kernel runs no ptxas, so has no log
+    log = io.StringIO()
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(log):
+        compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options.__dict__)
+    return compiled, log.getvalue(), time.perf_counter() - started
+
+
+def ptxas_figure(log, pattern):
+    found = re.search(pattern, log)
+    if found is None:
+        raise RuntimeError(f"no '{pattern}' in the ptxas log:\n{log[-2000:]}")
+    return int(found.group(1))
+
+
+def measure(job):
+    """One row per kernel the variant launches, for one architecture."""
+    variant, arch = job
+    rows = []
+    for kernel, arguments in recorded_launches(variant):
+        compiled, log, seconds = compile_offline(kernel, arguments, arch)
+        rows.append(dict(
+            **dataclasses.asdict(variant), arch=arch, kernel=kernel.__name__,
+            registers=ptxas_figure(log, r"Used (\d+) registers"),
+            spill_stores=ptxas_figure(log, r"(\d+) bytes spill stores"),
+            spill_loads=ptxas_figure(log, r"(\d+) bytes spill loads"),
+            stack=ptxas_figure(log, r"(\d+) bytes stack frame"),
+            shared=compiled.metadata.shared, seconds=seconds))
+    return rows
+
+
+KERNEL_NAMES = {"attention_forward": "forward", "attention_backward_keys": "dK dV",
+                "attention_backward_queries": "dQ, tables"}
+
+
+def spill_target(row):
+    """Is the row held to no spills (the targets' methods at d_head 64)?"""
+    return row["method"] in TARGET_METHODS and row["head_size"] == 64
+
+
+def missed(row):
+    """Why a row misses a target (None: it meets those that apply)."""
+    reasons = []
+    if row["shared"] > SHARED_LIMIT[80]:
+        reasons.append(f"shared memory {row['shared']} B > sm_80's {SHARED_LIMIT[80]} B")
+    if spill_target(row) and row["spill_stores"]:
+        reasons.append(f"spills {row['spill_stores']} B")
+    return "; ".join(reasons) or None
+
+
+def verdict(row):
+    """The table's last column: the targets that apply, met or missed."""
+    return missed(row) or ("met" if spill_target(row) else "shared memory met (no spill target)")
+
+
+def summary(rows):
+    """A few lines over all rows: spills by head size, the most shared memory by architecture,
+    compile times."""
+    lines = []
+    for size in HEAD_SIZES:
+        these = [row for row in rows if row["head_size"] == size]
+        spilling = [row for row in these if row["spill_stores"]]
+        lines.append(f"- d_head {size}: {len(these)} kernels, at most {max(r['registers'] for r in these)} registers; "
+                     + (f"{len(spilling)} spill ({', '.join(sorted({describe(r) for r in spilling}))}; at most "
+                        f"{max(r['spill_stores'] for r in spilling)} B)" if spilling else "none spills"))
+    for arch in ARCHS:
+        these = [row for row in rows if row["arch"] == arch]
+        if these:
+            most = max(these, key=lambda row: row["shared"])
+            lines.append(f"- sm_{arch}: at most {most['shared']} B of shared memory a block ({describe(most)}); "
+                         f"the target, sm_80's limit: {SHARED_LIMIT[80]} B"
+                         + (f" (sm_{arch}'s: {SHARED_LIMIT[arch]} B)" if arch != 80 else ""))
+    seconds = sorted(row["seconds"] for row in rows)
+    slowest = max(rows, key=lambda row: row["seconds"])
+    lines.append(f"- compile: median {seconds[len(seconds) // 2]:.1f} s a kernel, at most {slowest['seconds']:.1f} s "
+                 f"({describe(slowest)}), here")
+    return lines
+
+
+def describe(row):
+    return f"{row['method']} {row['side']} {row['mode']} {KERNEL_NAMES[row['kernel']]} sm_{row['arch']}"
+
+
+def markdown(rows, triton_version):
+    lines = [
+        "# The fused kernel's GPU resources (compiled offline)",
+        "",
+        f"Written by `python tools/kernel_resources.py` (Triton {triton_version}, {len(rows)} kernels compiled "
+        "without a GPU; how: the tool's docstring). One row per kernel that a method's layer launches: "
+        "`train` (dropout and padding, forward and backward), `eval` (a whole sequence without dropout: "
+        "validation, translation's encoder) and `step` (the decoder's steps: one query, no mask). "
+        f"{LENGTH} keys (no multiple of 16). Registers a thread (255 at most), bytes spilled to local memory "
+        "(stores), stack frame, shared memory a block (sm_80's limit: 163 KiB), compile seconds on this "
+        "project's 2-core CPU.",
+        "",
+        "Targets: no spills at d_head 64 for Shaw K = 16, T5, ALiBi and the decaying mask; shared memory "
+        "within sm_80's limit. Rows that miss one say so in the last column.",
+        "",
+        *summary(rows),
+        "",
+        "| method | side | mode | dtype | d | sm | kernel | registers | spilled B | stack B | shared B | compile s "
+        "| targets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['method']} | {row['side']} | {row['mode']} | {row['dtype']} | {row['head_size']} | "
+            f"{row['arch']} | {KERNEL_NAMES[row['kernel']]} | {row['registers']} | {row['spill_stores']} | "
+            f"{row['stack']} | {row['shared']} | {row['seconds']:.1f} | {verdict(row)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subset", choices=("all", "ci"), default="all")
+    parser.add_argument("--jobs", type=int, default=2, help="compiling processes")
+    parser.add_argument("--output", type=Path, default=None,
+                        help=f"the markdown table (default with --subset all: {TABLE.relative_to(REPO)})")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a row misses a target")
+    args = parser.parse_args(argv)
+    todo = jobs(args.subset)
+    print(f"compiling the kernels of {len(todo)} variants and architectures, {args.jobs} at a time", flush=True)
+    rows = []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for done, found in enumerate(pool.map(measure, todo), 1):
+            rows += found
+            for row in found:
+                print(f"[{done}/{len(todo)}] {row['method']} {row['side']} {row['mode']} {row['dtype']} "
+                      f"d={row['head_size']} sm_{row['arch']} {row['kernel']}: {row['registers']} registers, "
+                      f"{row['spill_stores']} B spilled, {row['shared']} B shared, {row['seconds']:.1f} s "
+                      f"({verdict(row)})", flush=True)
+    output = args.output or (TABLE if args.subset == "all" else None)
+    if output:
+        output.write_text(markdown(rows, importlib.metadata.version("triton")), encoding="utf-8")
+        print(f"wrote {output}")
+    failing = [row for row in rows if missed(row)]
+    if args.check and failing:
+        print(f"{len(failing)} kernels miss a target", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
