@@ -22,6 +22,28 @@ import yaml
 # threads each and wait on one another.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+
+def import_triton_interpreted():
+    """Triton's interpreter must be on when triton is first imported in a process: its
+    language's own helpers (tl.zeros, ...) are kernels defined then. Here, before any test
+    file imports it (a file that needs triton only to be installed would otherwise import it
+    first, and the kernel's tests in the same worker would fail), and on for that import only,
+    so that the other tests and the commands they run never see it (test_fused_kernel.py turns
+    it on around each of its tests). Not with the kernel's tests on a GPU
+    (ONMT_POSENC_KERNEL_TEST_DEVICE=cuda, tools/gpu_check.sh), nor without triton."""
+    import importlib.util
+
+    if os.environ.get("ONMT_POSENC_KERNEL_TEST_DEVICE") == "cuda" or importlib.util.find_spec("triton") is None:
+        return
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton  # noqa: F401
+    finally:
+        del os.environ["TRITON_INTERPRET"]
+
+
+import_triton_interpreted()
+
 REPO = Path(__file__).resolve().parents[1]
 # Excerpts of real corpora kept in the repository (tests/data/README.md), so a fresh clone tests alone.
 TEST_DATA = REPO / "tests" / "data"
@@ -173,7 +195,7 @@ def pytest_configure(config):
 # order (--dist loadfile --no-loadscope-reorder), so the end is made of short files. With only
 # the first six listed, two files of 174 s and 91 s came near the end of the collection order:
 # 131 s less test work (the durations' sum) gave no shorter run (30 min 3 s against 29 min 47 s);
-# with these twelve, 26 min 31 s. The fused kernel's four files (the kernel through the commands,
+# with the first twelve, 26 min 31 s. The fused kernel's four files (the kernel through the commands,
 # the GPU check's dry run, the interpreter's parity tests, the offline compiles) took 5.4, 5.0,
 # 3.3 and 2.5 minutes on a machine whose two cores a training batch also used: placed by that.
 LONGEST_FIRST = ["experiments/test_runner.py", "docs/test_docs.py", "model/test_export_ctranslate2.py",

@@ -411,6 +411,10 @@ def train_methods(far):
     }
 
 
+# The train part's baselines, whatever --train-methods says: its table's two ratios are to them
+TRAIN_BASELINES = ("APE, OpenNMT-py alone", "APE")
+
+
 def onmt_train(config, env):
     """Run onmt_train; returns its log and the CPU seconds it used."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -483,7 +487,10 @@ def benchmark_train(args, device):
         vocab_config.write_text(yaml.safe_dump(base), encoding="utf-8")
         build_vocab = [Path(sys.executable).parent / "onmt_build_vocab", "-config", vocab_config, "-n_sample", "-1"]
         subprocess.run([str(a) for a in build_vocab], check=True, capture_output=True, env=env)
-        for name, (settings, stock) in train_methods(args.far).items():
+        methods = train_methods(args.far)
+        for name, (settings, stock) in methods.items():
+            if args.train_methods and name not in (*TRAIN_BASELINES, *args.train_methods):
+                continue
             method_env = {**env, "ONMT_POSENC": "off"} if stock else env
             results[name], said = throughput(tmp / "train.yaml", {**base, **settings}, method_env, args, device)
             print(f"  onmt_train {name} done" + "".join(f"\n    {line}" for line in said), file=sys.stderr,
@@ -571,7 +578,14 @@ def main(argv=None):
     parser.add_argument("--train-steps", type=int, default=24)
     parser.add_argument("--train-report", type=int, default=4, help="onmt_train report_every")
     parser.add_argument("--train-batch", type=int, default=1024, help="onmt_train batch_size (tokens)")
+    parser.add_argument("--train-methods", nargs="+", default=None, metavar="NAME",
+                        help="train part: these methods besides APE's two baselines (default: every one: "
+                        + "; ".join(name for name in train_methods(16) if name not in TRAIN_BASELINES) + ")")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.train_methods or ()) - set(train_methods(args.far)))
+    if unknown:
+        parser.error(f"--train-methods: no method {', '.join(map(repr, unknown))}; the methods: "
+                     + "; ".join(name for name in train_methods(args.far) if name not in TRAIN_BASELINES))
 
     device = torch.device(args.device)
     args.dtypes = args.dtypes or (["fp16", "bf16"] if device.type == "cuda" else ["fp32"])

@@ -18,7 +18,7 @@
 #
 # GPU_CHECK_DRY_RUN=1: every step on the CPU with tiny sizes (Triton's interpreter for the
 # kernel's parts, a subset of the parity tests, one rank on the CPU; the two-rank runs start
-# and stop where they need CUDA), no wheels installed: tests/test_gpu_check.py runs it so in CI.
+# and stop where they need CUDA), no wheels installed: tests/model/test_gpu_check.py runs it so in CI.
 set -u
 OUT=${OUT:-gpu_check_out}
 mkdir -p "$OUT"
@@ -35,16 +35,18 @@ if [ "$dry" = 1 ]; then
     layer_sizes=(--lengths 20 --tokens 40 --d-model 32 --heads 2 --repeats 1 --music-far 8)
     model_sizes=(--lengths 8 --tokens 16 --model-dim 32 --model-layers 1 --model-heads 2 --vocab 50 --repeats 1)
     train_sizes=(--train-steps 2 --train-report 1 --train-pairs 40 --train-batch 256 --model-dim 32
-                 --model-layers 1 --model-heads 2)
+                 --model-layers 1 --model-heads 2 --train-methods "our shaw")
     one_rank=()
-    rank_steps=2 rank_report=1 rank_dtype=fp32 rank_limits=(90 60)
+    rank_steps=2 rank_report=1 rank_dtype=fp32 rank_limits=(300 300)
+    # a dry run checks that every step runs, not how long it takes: a loaded CPU gets its time
+    part_limits=(600 600 600 600)
 else
     step setup
     python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl >>"$OUT/versions.txt" 2>&1
     site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "$PWD" >"$site/onmt_posenc_checkout.pth"  # before onmt_posenc_startup.pth, alphabetically
     cp onmt_posenc_startup.pth "$site/"
-    parity_run=(env ONMT_POSENC_KERNEL_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider -n 8
+    parity_run=(env ONMT_POSENC_KERNEL_TEST_DEVICE=cuda python3 -m pytest -q -rA -p no:cacheprovider -n 8
                 tests/model/test_fused_kernel.py)
     interpreted=()
     layer_sizes=(--lengths 128 512 1024 --repeats 5)
@@ -52,6 +54,8 @@ else
     train_sizes=(--train-steps 16 --train-report 4)
     one_rank=(-world_size 1 -gpu_ranks 0)
     rank_steps=30 rank_report=10 rank_dtype=fp16 rank_limits=(35 40)
+    # parity, layer, model, train: with the ranks' and the setup's, 9 minutes in all
+    part_limits=(150 160 130 80)
 fi
 { date -u; command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
       --format=csv,noheader
@@ -59,7 +63,7 @@ fi
   git log -1 --format='commit %H %s' 2>/dev/null; } >>"$OUT/versions.txt" 2>&1
 
 step "parity and ranks"
-timeout 150 "${parity_run[@]}" >"$OUT/parity.txt" 2>&1 &
+timeout "${part_limits[0]}" "${parity_run[@]}" >"$OUT/parity.txt" 2>&1 &
 parity=$!
 
 # KFTT's excerpt (tests/data/kftt): English -> Japanese characters, one document id a line
@@ -110,12 +114,12 @@ PY
 } >"$OUT/ranks.txt" 2>&1
 wait "$parity"
 step layer
-timeout 160 "${interpreted[@]}" python3 tools/benchmark_attention.py --parts layer "${layer_sizes[@]}" \
+timeout "${part_limits[1]}" "${interpreted[@]}" python3 tools/benchmark_attention.py --parts layer "${layer_sizes[@]}" \
     >"$OUT/layer.txt" 2>&1
 step model
-timeout 130 "${interpreted[@]}" python3 tools/benchmark_attention.py --parts model "${model_sizes[@]}" \
+timeout "${part_limits[2]}" "${interpreted[@]}" python3 tools/benchmark_attention.py --parts model "${model_sizes[@]}" \
     >"$OUT/model.txt" 2>&1
 step train
-timeout 80 python3 tools/benchmark_attention.py --parts train "${train_sizes[@]}" >"$OUT/train.txt" 2>&1
+timeout "${part_limits[3]}" python3 tools/benchmark_attention.py --parts train "${train_sizes[@]}" >"$OUT/train.txt" 2>&1
 rm -rf "$data"
 step done

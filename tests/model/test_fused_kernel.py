@@ -15,7 +15,6 @@ interpreter (tools/gpu_check.sh does).
 import copy
 import logging
 import os
-import sys
 
 import pytest
 import torch
@@ -28,22 +27,10 @@ from onmt_posenc.model.attention.fused_kernel import first_use
 DEVICE = torch.device(os.environ.get("ONMT_POSENC_KERNEL_TEST_DEVICE", "cpu"))
 
 
-def import_triton_interpreted():
-    """Triton's interpreter must be on when triton is first imported: its language's own
-    helpers (tl.zeros, ...) are kernels defined then. On for that import only, so that the
-    other tests (and the commands they run) never see it; the fixture below turns it on
-    again around each test here, for our kernels and `fused_kernel.usable`."""
-    if "triton" in sys.modules or DEVICE.type == "cuda":
-        pytest.importorskip("triton")
-        return  # imported here before (pytest imports this file once per process)
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        pytest.importorskip("triton")
-    finally:
-        del os.environ["TRITON_INTERPRET"]
-
-
-import_triton_interpreted()
+# imported by conftest.py with Triton's interpreter's helpers (import_triton_interpreted); the
+# fixture below turns the interpreter on around each test here, for our kernels and
+# `fused_kernel.usable`
+pytest.importorskip("triton")
 
 HEADS, DIM, FAR = 2, 32, 6  # d_head 16, the kernel's smallest tile
 LENGTHS = [37, 30]  # 37: three blocks of 16, the last partial; distances beyond FAR both ways
@@ -95,7 +82,7 @@ def build(method, is_decoder, dropout=0.0, heads=HEADS, dim=DIM, **changed):
     return randomized(module).to(DEVICE)
 
 
-def run(module, x, mask, kernel, seed=1):
+def results_of(module, x, mask, kernel, seed=1):
     """{name: tensor}: the output and the gradients of the input and of every parameter, on
     the kernel or on the method's plain PyTorch path (which takes attention dropout from
     `module.dropout`)."""
@@ -124,8 +111,8 @@ def assert_bound_to_float64(module, x, mask, dtype, prepare=lambda module: None)
     low = copy.deepcopy(module).to(dtype)
     prepare(low)
     reference = copy.deepcopy(low).double()
-    assert_bound(run(low, x.to(dtype), mask, kernel=True), run(low, x.to(dtype), mask, kernel=False),
-                 run(reference, x.to(dtype).double(), mask, kernel=False), dtype)
+    assert_bound(results_of(low, x.to(dtype), mask, kernel=True), results_of(low, x.to(dtype), mask, kernel=False),
+                 results_of(reference, x.to(dtype).double(), mask, kernel=False), dtype)
 
 
 def inputs(lengths=LENGTHS, dim=DIM):
@@ -151,9 +138,9 @@ def test_the_kernel_runs_only_where_asked(monkeypatch):
     monkeypatch.setattr(fused_kernel, "attention", lambda *args: calls.append(1) or attention(*args))
     module = build("shaw shared", is_decoder=False)
     x, mask = inputs(), masks("encoder")
-    run(module, x, mask, kernel=True)
+    results_of(module, x, mask, kernel=True)
     assert calls == [1]
-    run(module, x, mask, kernel=False)
+    results_of(module, x, mask, kernel=False)
     assert calls == [1]
 
 
@@ -197,9 +184,9 @@ def test_float16_under_autocast(method):
     module = build(method, is_decoder=True).train()
     x, mask = inputs(), masks("decoder")
     with torch.autocast(DEVICE.type, dtype=torch.float16):
-        kernel, pytorch = run(module, x, mask, kernel=True), run(module, x, mask, kernel=False)
+        kernel, pytorch = results_of(module, x, mask, kernel=True), results_of(module, x, mask, kernel=False)
     assert kernel["output"].dtype == torch.float16
-    assert_bound(kernel, pytorch, run(copy.deepcopy(module).double(), x.double(), mask, kernel=False), torch.float16)
+    assert_bound(kernel, pytorch, results_of(copy.deepcopy(module).double(), x.double(), mask, kernel=False), torch.float16)
 
 
 def stepped(module, x, kernel, steps):
@@ -240,7 +227,7 @@ def test_step_by_step_decoding(method):
     expected = stepped(module, x, kernel=False, steps=steps)
     assert_bound(stepped(module, x, kernel=True, steps=steps), expected,
                  stepped(reference, x.double(), kernel=False, steps=steps), torch.float32)
-    full = run(module, x, masks("decoder", [21, 21]), kernel=True)["output"]
+    full = results_of(module, x, masks("decoder", [21, 21]), kernel=True)["output"]
     torch.testing.assert_close(full, expected["output"], rtol=0, atol=1e-5)
 
 
@@ -341,7 +328,7 @@ def test_first_use_check_falls_back_to_pytorch(fault, reason, caplog, monkeypatc
     monkeypatch.setattr(fused_kernel, "attention", faulty)
     module = build("shaw shared", is_decoder=True).train()
     x, mask = inputs(), masks("decoder")
-    expected = run(module, x, mask, kernel=False)
+    expected = results_of(module, x, mask, kernel=False)
     module.kernel = "auto"
     with caplog.at_level(logging.INFO, logger="onmt"):
         out, _ = module(x, x, x, mask=mask)
@@ -371,7 +358,8 @@ def test_kept_for_backward_does_not_grow_with_the_buckets():
     """The forward keeps each row's maximum and log-sum (8 bytes a query and head), nothing of
     the size of the buckets: Q R^T is made again in the backward and the weights per bucket
     (Shaw's value term) are summed again there. (Before: Q R^T in the run's dtype and the
-    weights per bucket in float32, 322 bytes a query and head at K = 16 in float16.)"""
+    weights per bucket in float32 and the 4-byte log-sum-exp, 326 bytes a query and head at K = 16
+    in float16, docs/benchmarks.md.)"""
     for method, options in [("shaw shared", dict(max_relative_positions=16)),
                             ("shaw shared", dict(max_relative_positions=64)),
                             ("music", dict(max_relative_positions=64)), ("t5", {})]:
@@ -380,7 +368,7 @@ def test_kept_for_backward_does_not_grow_with_the_buckets():
 
 def test_one_argument_object_for_every_kernel():
     """The kernels' arguments come from one object (`function.KernelArguments`), by name: it
-    names every argument of every kernel, in the kernel's order."""
+    names every argument of every kernel (one it lacks is a KeyError here), in the kernel's order."""
     from onmt_posenc.model.attention.fused_kernel import backward, forward, function
 
     module = build("shaw shared", is_decoder=True)

@@ -41,10 +41,23 @@ def logged(log):
 
 
 def translate(workdir, model, name):
+    """(the translations, onmt_translate's log)."""
     output = workdir / f"{name}.hyp"
-    run([command("onmt_translate"), "-model", model, "-src", workdir / "test.src", "-output", output,
-         "-beam_size", "2", "-max_length", "10"], env=KERNEL)
-    return output.read_text(encoding="utf-8").splitlines()
+    done = run([command("onmt_translate"), "-model", model, "-src", workdir / "test.src", "-output", output,
+                "-beam_size", "2", "-max_length", "10"], env=KERNEL)
+    return output.read_text(encoding="utf-8").splitlines(), done.stdout + done.stderr
+
+
+def with_kernel_option(checkpoint_path, value, saved_as):
+    """A copy of the checkpoint whose opt says attention_kernel `value` (None: as a checkpoint
+    made before the option, which has none), the weights the same."""
+    checkpoint = torch.load(checkpoint_path)
+    if value is None:
+        del checkpoint["opt"].attention_kernel
+    else:
+        checkpoint["opt"].attention_kernel = value
+    torch.save(checkpoint, saved_as)
+    return saved_as
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
@@ -58,11 +71,21 @@ def test_train_and_translate_on_the_kernel(workdir, method):
     assert "the fused Triton kernel runs" in runs["triton"][1] and "Triton" not in runs["pytorch"][1]
     assert len(logged(runs["triton"][1])) == STEPS
     assert logged(runs["triton"][1]) == logged(runs["pytorch"][1])
-    checkpoint = torch.load(runs["triton"][0])
-    assert checkpoint["opt"].attention_kernel == "triton"
-    checkpoint["opt"].attention_kernel = "pytorch"
-    on_pytorch = workdir / f"{name}_triton_on_pytorch.pt"
-    torch.save(checkpoint, on_pytorch)
-    kernel_lines = translate(workdir, runs["triton"][0], f"{name}_kernel")
-    assert len(kernel_lines) == 4 and any(kernel_lines)
-    assert kernel_lines == translate(workdir, on_pytorch, f"{name}_pytorch")
+    assert torch.load(runs["triton"][0])["opt"].attention_kernel == "triton"
+    on_pytorch = with_kernel_option(runs["triton"][0], "pytorch", workdir / f"{name}_triton_on_pytorch.pt")
+    kernel_lines, log = translate(workdir, runs["triton"][0], f"{name}_kernel")
+    assert len(kernel_lines) == 4 and any(kernel_lines) and "the fused Triton kernel runs" in log
+    pytorch_lines, log = translate(workdir, on_pytorch, f"{name}_pytorch")
+    assert kernel_lines == pytorch_lines and "Triton" not in log
+
+
+def test_a_checkpoint_from_before_the_option_takes_the_checked_kernel(workdir):
+    """A checkpoint made before attention_kernel existed holds none: 'auto', the kernel once it
+    has passed its first-use check, with the PyTorch path's translations."""
+    result = train_tiny(workdir, "before_option", **SMALL, **METHODS["shaw shared"], attention_kernel="pytorch")
+    assert "Triton" not in result.stdout + result.stderr
+    trained = workdir / f"before_option_step_{STEPS}.pt"
+    before = with_kernel_option(trained, None, workdir / "before_option_old.pt")
+    lines, log = translate(workdir, before, "before_option_old")
+    assert "passed its first-use check" in log and "unchecked" not in log
+    assert lines == translate(workdir, trained, "before_option_pytorch")[0]

@@ -35,4 +35,5 @@ def test_gpu_check_dry_run(tmp_path):
                         f"{title}, fp32, plain path: peak MiB", f"{title}, fp32: Triton kernels compiled"):
             assert heading in tables, (part, heading)
         assert "Triton's interpreter" in tables
-    assert "| APE | " in (out / "train.txt").read_text(encoding="utf-8")
+    train = (out / "train.txt").read_text(encoding="utf-8")
+    assert "| APE | " in train and "| our shaw | " in train and "| our music | " not in train  # --train-methods

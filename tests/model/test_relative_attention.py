@@ -691,3 +691,49 @@ def test_benchmark_joins_ten_pairs_like_interpolate():
             assert "  " not in line  # line 5 of the source is empty: still no empty token
             parts = " ".join(line.split(" ")).replace("<sep>", "\n").split("\n")
             assert [part.split() for part in parts] == [s.split() for s in sentences[start : start + 10]]
+
+
+def test_a_decoders_causal_flag_computes_its_rows_that_are_not_padding_alike():
+    """On CUDA a decoder's whole-sequence mask becomes SDPA's causal flag (`sdpa_mask`, for its
+    flash backend): right padding comes after every token, so a row that is not padding sees
+    exactly its past either way. Checked here on the CPU's SDPA, every row of every sequence."""
+    q, k, v = (torch.randn(3, HEADS, max(LENGTHS), DIM // HEADS, generator=torch.Generator().manual_seed(i))
+               for i in range(3))
+    hidden = decoder_mask(LENGTHS)
+    masked = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=~hidden)
+    causal = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    for sequence, length in enumerate(LENGTHS):
+        torch.testing.assert_close(causal[sequence, :, :length], masked[sequence, :, :length])
+    assert not torch.allclose(causal[2, :, LENGTHS[2]:], masked[2, :, LENGTHS[2]:])  # padding rows differ
+
+
+def test_sdpa_says_its_backend_once_a_kind(caplog, monkeypatch):
+    """The log says which backend PyTorch's SDPA takes, once for each kind of call (side,
+    queries, dtype, device, head size, mask, dropout); where PyTorch's private choice function
+    fails, it says so and the forward goes on."""
+    from onmt_posenc.model.attention import self_attention
+
+    monkeypatch.setattr(self_attention, "SDPA_LOGGED", set())
+    stock = randomized(MultiHeadedAttention(HEADS, DIM, dropout=0.0, is_decoder=False, attn_type="self"))
+    ours = replacement_for(stock, "scaled-dot-flash")
+    q, k, v = (torch.randn(3, HEADS, max(LENGTHS), DIM // HEADS) for _ in range(3))
+    with caplog.at_level("INFO"):
+        for _ in range(2):
+            ours.attend(q, k, v, encoder_mask(LENGTHS), return_attn=False)
+        ours.attend(q[:, :, :1], k, v, None, return_attn=False)
+    said = [record.getMessage() for record in caplog.records if "PyTorch's SDPA" in record.getMessage()]
+    assert len(said) == 2, said
+    assert re.fullmatch(r"onmt-posenc self-attention on PyTorch's SDPA \(encoder, whole sequence, float32, cpu, "
+                        rf"d_head {DIM // HEADS}, boolean mask\): \w+ backend", said[0]), said[0]
+    assert "(encoder, one query, float32, cpu" in said[1] and "no mask" in said[1]
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("changed in this release")
+
+    monkeypatch.setattr(torch, "_fused_sdp_choice", failing)
+    monkeypatch.setattr(self_attention, "SDPA_LOGGED", set())
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        context, _ = ours.attend(q, k, v, encoder_mask(LENGTHS), return_attn=False)
+    assert context.shape == q.shape
+    assert any("not known (RuntimeError from torch._fused_sdp_choice) backend" in r.getMessage() for r in caplog.records)

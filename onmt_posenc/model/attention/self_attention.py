@@ -38,8 +38,12 @@ def ctranslate2_before(release):
 
 def sdpa_backend(q, k, v, bias, dropout, causal):
     """The backend PyTorch's SDPA takes for these inputs: 'flash_attention',
-    'efficient_attention', 'cudnn_attention', 'math' (its own choice function)."""
-    backend = int(torch._fused_sdp_choice(q, k, v, bias, dropout, causal, scale=1.0))
+    'efficient_attention', 'cudnn_attention', 'math' (its own choice function, private: where
+    a PyTorch release has changed it, 'not known' rather than a failed forward)."""
+    try:
+        backend = int(torch._fused_sdp_choice(q, k, v, bias, dropout, causal, scale=1.0))
+    except (AttributeError, RuntimeError, TypeError) as error:
+        return f"not known ({type(error).__name__} from torch._fused_sdp_choice)"
     return next((key.lower() for key, value in SDPBackend.__members__.items() if int(value) == backend), str(backend))
 
 

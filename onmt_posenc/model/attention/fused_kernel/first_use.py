@@ -86,7 +86,8 @@ def check(module, q, k, mask):
 
 def problem(module, q, k, mask, generator):
     """q, k, v and the mask of the check: 2 sequences, the layer's heads and head size, a
-    length spanning two key tiles and part of a third, the second sequence ending in
+    length of a query tile, a key tile and 7 keys more (several key tiles and a partial one:
+    16 x 16 tiles on the CPU, 35 keys; 64 x 32 at d_head 64 on CUDA, 103), the second sequence ending in
     padding where the call has a mask; the call's kind of queries (all of them, a few after
     cached keys, or one)."""
     block_m, block_n, _ = tile_shape(q.device, "attention_forward", q.size(-1))

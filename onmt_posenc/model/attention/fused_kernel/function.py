@@ -19,8 +19,6 @@ def dot_precision(dtype):
     return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
 
 
-
-
 @dataclasses.dataclass
 class KernelArguments:
     """Every argument of the kernels, by the kernels' own names: each launch passes the ones
