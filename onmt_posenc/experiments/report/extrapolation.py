@@ -104,6 +104,8 @@ def extrapolation_section(report):
             report.add(f"Each method minus {base}:", "")
             report.table(["method", *(title for title, _ in columns)], rows)
             results[data]["minus_baseline"] = figures
+            report.add(f"Verdicts against {base} (two-sided {CONFIDENCE:.0%}):", "",
+                       *(f"- {_verdict(label, base, figures[label])}" for label in others), "")
     for data, runs in capped.items():
         plain = _without_joining(experiment, data, capped)
         if not experiment.data[data].join_training or plain is None:
@@ -121,6 +123,34 @@ def extrapolation_section(report):
             if other.at == runs.at and other.split_set == runs.split_set:
                 results[data].setdefault("penalty", {})[control] = _penalty_table(report, runs, other)
     report.batch["extrapolation"] = results
+
+
+# (column, what its difference from the baseline says above and below zero)
+VERDICT_PARTS = [("unseen BLEU", "translates unseen lengths better", "translates unseen lengths worse"),
+                 ("unseen length ratio", "stops later on them", "stops earlier on them"),
+                 ("NLL unseen - seen", "writes worse on them (gold-token NLL)", "writes better on them (gold-token NLL)")]
+
+
+def _verdict(label, base, figures):
+    """One method's verdict from its differences' figures: whether it translates unseen lengths
+    better than the baseline, and whether the difference is where it stops (the length ratio) or
+    how it writes (the NLL's rise from seen to unseen lengths)."""
+    said, unjudged = [], []
+    for column, above, below in VERDICT_PARTS:
+        found = figures.get(column)
+        if not found:
+            continue
+        if "margin" not in found:
+            unjudged.append(column)
+        elif found["estimate"] - found["margin"] > 0:
+            said.append(f"{above} ({found['estimate']:+.2f} ± {found['margin']:.2f})")
+        elif found["estimate"] + found["margin"] < 0:
+            said.append(f"{below} ({found['estimate']:+.2f} ± {found['margin']:.2f})")
+        else:
+            said.append(f"no difference in {column} measured (within ±{found['margin']:.2f})")
+    if unjudged and not said:
+        return f"{label}: too few seeds for a spread, not judged"
+    return f"{label}, against {base}: " + "; ".join(said) + (f"; not judged: {', '.join(unjudged)}" if unjudged else "")
 
 
 def _baseline_label(experiment, by_label):
