@@ -195,14 +195,15 @@ def pytest_configure(config):
 # order (--dist loadfile --no-loadscope-reorder), so the end is made of short files. With only
 # the first six listed, two files of 174 s and 91 s came near the end of the collection order:
 # 131 s less test work (the durations' sum) gave no shorter run (30 min 3 s against 29 min 47 s);
-# with the first twelve, 26 min 31 s. The fused kernel's four files (the kernel through the commands,
-# the GPU check's dry run, the interpreter's parity tests, the offline compiles) took 5.4, 5.0,
-# 3.3 and 2.5 minutes on a machine whose two cores a training batch also used: placed by that.
+# with the first twelve, 26 min 31 s. Today's order: a run of 2026-11-29 (the fused kernel's
+# files and the length-extrapolation tests included), longest first by its summed durations.
 LONGEST_FIRST = ["experiments/test_runner.py", "docs/test_docs.py", "model/test_export_ctranslate2.py",
-                 "hooks/test_stock_opennmt.py", "analysis/test_analysis.py", "model/test_relative_attention.py",
-                 "model/test_fused_kernel_commands.py", "model/test_gpu_check.py", "model/test_fused_kernel.py",
-                 "model/test_kernel_resources.py", "corpora/test_kftt.py", "experiments/test_data_settings.py", "model/test_registries.py",
-                 "hooks/test_shape_commands.py", "experiments/test_launcher.py", "model/test_perspe.py"]
+                 "model/test_fused_kernel_commands.py", "analysis/test_analysis.py", "hooks/test_stock_opennmt.py",
+                 "experiments/test_data_settings.py", "corpora/test_kftt.py", "model/test_relative_attention.py",
+                 "model/test_gpu_check.py", "experiments/test_one_runner_per_run.py", "model/test_registries.py",
+                 "hooks/test_shape_commands.py", "experiments/test_launcher.py", "model/test_perspe.py",
+                 "experiments/test_experiment_bad_input.py", "model/test_kernel_resources.py",
+                 "model/test_fused_kernel.py"]
 
 
 def _file_rank(item):
