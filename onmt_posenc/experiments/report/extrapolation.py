@@ -206,27 +206,17 @@ def _penalty_table(report, runs, control):
     report.add(f"### {runs.data} against {control.data}: the extrapolation penalty by source length", "",
                f"{runs.split_set} BLEU of each bucket (* beyond the cap), each method trained on {runs.data} minus "
                f"the same method on {control.data}; the last column: the sentences beyond {runs.at} as one corpus.", "")
-    rows, figures = [], {}
-    for label in labels:
-        cells, figures[label] = [], {}
-        for k, bucket in enumerate(first["buckets"]):
-            def measure(record, stored, k=k):
-                result = stored[runs.split_set]
-                return result["bleu"][k] if result["buckets"] == first["buckets"] else None
-            one, other = runs.values(label, measure), control.values(label, measure)
-            if not one or not other:
-                cells.append("–")
-                continue
-            difference = seed_difference((f"{runs.data}/{label}", f"{control.data}/{label}"), one, other)
-            cells.append(_cell(difference))
-            figures[label][bucket] = difference.figures(2)
-        def beyond(record, stored):
-            return stored[runs.split_set]["split"]["beyond"]["bleu"]
 
-        difference = seed_difference((f"{runs.data}/{label}", f"{control.data}/{label}"), runs.values(label, beyond),
-                                     control.values(label, beyond))
-        cells.append(_cell(difference))
-        figures[label]["beyond"] = difference.figures(2)
-        rows.append([f"{label} ({len(runs.by_label[label])} vs {len(control.by_label[label])})", *cells])
+    def bucket(k):
+        def measure(record, stored):
+            result = stored[runs.split_set]
+            return result["bleu"][k] if result["buckets"] == first["buckets"] else None
+        return measure
+
+    def beyond(record, stored):
+        return stored[runs.split_set]["split"]["beyond"]["bleu"]
+
+    columns = [(name, bucket(k)) for k, name in enumerate(first["buckets"])] + [("beyond", beyond)]
+    rows, figures = _differences(runs, control, labels, lambda label: label, columns)
     report.table(["method", *buckets, f"beyond {runs.at}"], rows)
     return figures

@@ -20,6 +20,7 @@ class RunAnalyses:
         self.logs = self.dir / "logs"
         self.longest_source = longest_source
         self._model = None
+        self._gold_nlls = {}
 
     def run_all(self, hyps):
         """Every analysis asked for; one that fails is recorded with its log, and the run still counts.
@@ -51,18 +52,27 @@ class RunAnalyses:
             self._model = models.load_model(self.dir / AVERAGED)
         return self._model
 
+    def gold_nlls(self, name):
+        """The teacher-forced NLL of each gold token of evaluation set `name`, a list a sentence;
+        computed once a set (length_buckets and token_nll both read the test set's)."""
+        from onmt_posenc.analysis import models, token_nll
+
+        if name not in self._gold_nlls:
+            files = self.files["eval"][name]
+            self._gold_nlls[name] = token_nll.token_nlls(self.model(), models.read_token_lines(files.src),
+                                                         models.read_token_lines(files.tgt))
+        return self._gold_nlls[name]
+
     def length_buckets(self, options, hyps):
         """Scores by source length on each set, with the teacher-forced NLL of the gold tokens."""
-        from onmt_posenc.analysis import length_buckets, models, token_nll
+        from onmt_posenc.analysis import length_buckets
 
         results = {}
         for name in options["sets"]:
             files = self.files["eval"][name]
-            nlls = token_nll.token_nlls(self.model(), models.read_token_lines(files.src),
-                                        models.read_token_lines(files.tgt))
             results[name] = length_buckets.bucket_scores(read_lines(files.src), read_lines(files.ref), hyps[name],
-                                                         options["width"], self.longest_source, nlls,
-                                                         options["split_at"])
+                                                         options["width"], self.longest_source,
+                                                         self.gold_nlls(name), options["split_at"])
         return results
 
     def shift_invariance(self, options, hyps):
@@ -85,7 +95,7 @@ class RunAnalyses:
 
         files = self.files["eval"][options["set"]]
         tgt = models.read_token_lines(files.tgt)
-        nlls = token_nll.token_nlls(self.model(), models.read_token_lines(files.src), tgt)
+        nlls = self.gold_nlls(options["set"])
         counts = token_nll.training_frequencies(self.files["train"][1])
         return {"set": options["set"], "nll": [None if n is None else [round(x, 5) for x in n] for n in nlls],
                 "frequency": token_nll.gold_frequencies(tgt, counts)}
