@@ -1,5 +1,6 @@
 """Hooks into OpenNMT-py's model builder (onmt.model_builder): each side's position module
-and the self-attention variant put in place, before parameters are initialized or loaded."""
+and the self-attention variant put in place, before parameters are initialized or loaded;
+its layers built without the meta device."""
 import functools
 
 from onmt_posenc.model import options
@@ -66,3 +67,23 @@ def initialize_parameters():
         return model
 
     model_builder.build_model = build_model
+
+
+def build_layers_without_the_meta_device():
+    """OpenNMT-py builds its embeddings and linear layers with torch's `skip_init`: on the meta
+    device, then emptied on the CPU. On torch 2.13, initializing a meta tensor imports
+    torch._dynamo on first use, which adds 2-3 s to the start of every onmt_translate on a CPU
+    (half of a small model's translation). Here they are built on the CPU. The random state is
+    saved and restored around the build, so the draws of a seeded run do not move. Their values
+    do not matter: `build_model` then initializes every parameter, or loads it from the checkpoint,
+    as it does after `skip_init`."""
+    import torch
+    from onmt import model_builder
+    from onmt.modules import embeddings, multi_headed_attn, position_ffn
+
+    def built_on_the_cpu(module_cls, *args, **kwargs):
+        with torch.random.fork_rng(devices=[]):
+            return module_cls(*args, **kwargs)
+
+    for module in (embeddings, multi_headed_attn, position_ffn, model_builder):
+        module.skip_init = built_on_the_cpu

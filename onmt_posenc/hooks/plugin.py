@@ -5,7 +5,7 @@ modules are where it breaks:
 
     parser          onmt.opts, onmt.utils.parse.ArgumentParser
     data_pipeline   onmt.inputters, onmt.transforms, onmt.bin.build_vocab
-    model_builder   onmt.model_builder
+    model_builder   onmt.model_builder, onmt.modules (their skip_init)
     commands        torch.load / torch.save, the commands' checks, sys.excepthook
     ctranslate2     ctranslate2.converters.opennmt_py (installed by the start-up hook
                     when CTranslate2's converter is imported)
@@ -29,6 +29,7 @@ def activate():
     parser.read_config_includes()
     parser.reject_unknown_config_keys()
     parser.validate_options()
+    model_builder.build_layers_without_the_meta_device()
     model_builder.build_position_encodings()
     model_builder.build_attention()
     model_builder.initialize_parameters()

@@ -226,6 +226,25 @@ def test_spacy_is_imported_at_its_first_use_only():
     assert run([sys.executable, "-c", probe], env=STOCK).stdout.splitlines()[0] == "True"
 
 
+def test_layers_are_built_without_importing_torch_dynamo():
+    """OpenNMT-py builds its embeddings and linear layers with `skip_init` on the meta device,
+    which on torch 2.13 imports torch._dynamo (2-3 s of every onmt_translate's start). With the
+    extension on, they are built on the CPU, with the same parameters, and the seeded random
+    stream does not move (test_stock_mode_is_the_a_b_baseline_end_to_end: the same losses).
+    `stock` keeps skip_init."""
+    probe = ("import sys, torch, onmt\n"
+             "from onmt.modules.embeddings import Embeddings\n"
+             "from onmt.modules.multi_headed_attn import MultiHeadedAttention\n"
+             "from onmt.modules.position_ffn import PositionwiseFeedForward\n"
+             "torch.manual_seed(1); state = torch.get_rng_state()\n"
+             "layers = [Embeddings(16, 100, 1), MultiHeadedAttention(4, 16), PositionwiseFeedForward(16, 32)]\n"
+             "print('torch._dynamo' in sys.modules, torch.equal(state, torch.get_rng_state()),\n"
+             "      [(name, tuple(p.shape)) for layer in layers for name, p in layer.named_parameters()])")
+    on, stock = (run([sys.executable, "-c", probe], env=env).stdout.split(" ", 2) for env in ({}, STOCK))
+    assert on[:2] == ["False", "True"] and stock[:2] == ["True", "True"]
+    assert on[2] == stock[2] and "linear_query.weight" in on[2]
+
+
 def test_off_is_exactly_stock_and_cannot_load_a_checkpoint_on_this_torch(tmp_path):
     """`ONMT_POSENC=off` adds nothing, so on torch >= 2.6 OpenNMT-py's weights-only loading
     refuses every checkpoint (docs/internals.md says so)."""
