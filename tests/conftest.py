@@ -195,15 +195,16 @@ def pytest_configure(config):
 # order (--dist loadfile --no-loadscope-reorder), so the end is made of short files. With only
 # the first six listed, two files of 174 s and 91 s came near the end of the collection order:
 # 131 s less test work (the durations' sum) gave no shorter run (30 min 3 s against 29 min 47 s);
-# with the first twelve, 26 min 31 s. Today's order: a run of 2026-11-29 (the fused kernel's
-# files and the length-extrapolation tests included), longest first by its summed durations.
+# with the first twelve, 26 min 31 s. Today's order: an uncontended run of 2026-11-29 after
+# the layers stopped importing torch._dynamo (411 s for the runner's file, 23 s for the last
+# listed), longest first by its summed durations.
 LONGEST_FIRST = ["experiments/test_runner.py", "docs/test_docs.py", "model/test_export_ctranslate2.py",
-                 "model/test_fused_kernel_commands.py", "analysis/test_analysis.py", "hooks/test_stock_opennmt.py",
-                 "experiments/test_data_settings.py", "corpora/test_kftt.py", "model/test_relative_attention.py",
-                 "model/test_gpu_check.py", "experiments/test_one_runner_per_run.py", "model/test_registries.py",
-                 "hooks/test_shape_commands.py", "experiments/test_launcher.py", "model/test_perspe.py",
-                 "experiments/test_experiment_bad_input.py", "model/test_kernel_resources.py",
-                 "model/test_fused_kernel.py"]
+                 "model/test_fused_kernel_commands.py", "hooks/test_stock_opennmt.py", "model/test_gpu_check.py",
+                 "model/test_relative_attention.py", "analysis/test_analysis.py", "experiments/test_data_settings.py",
+                 "hooks/test_shape_commands.py", "corpora/test_kftt.py", "model/test_registries.py",
+                 "experiments/test_one_runner_per_run.py", "experiments/test_experiment_bad_input.py",
+                 "experiments/test_launcher.py", "model/test_perspe.py", "experiments/test_committed_reports.py",
+                 "hooks/test_bad_input.py", "model/test_kernel_resources.py", "model/test_fused_kernel.py"]
 
 
 def _file_rank(item):
