@@ -231,7 +231,7 @@ def test_layers_are_built_without_importing_torch_dynamo():
     which on torch 2.13 imports torch._dynamo (2-3 s of every onmt_translate's start). With the
     extension on, they are built on the CPU, with the same parameters, and the seeded random
     stream does not move (test_stock_mode_is_the_a_b_baseline_end_to_end: the same losses).
-    `stock` keeps skip_init."""
+    `stock` keeps skip_init (which imports torch._dynamo on torch 2.13, not necessarily on others)."""
     probe = ("import sys, torch, onmt\n"
              "from onmt.modules.embeddings import Embeddings\n"
              "from onmt.modules.multi_headed_attn import MultiHeadedAttention\n"
@@ -241,7 +241,7 @@ def test_layers_are_built_without_importing_torch_dynamo():
              "print('torch._dynamo' in sys.modules, torch.equal(state, torch.get_rng_state()),\n"
              "      [(name, tuple(p.shape)) for layer in layers for name, p in layer.named_parameters()])")
     on, stock = (run([sys.executable, "-c", probe], env=env).stdout.split(" ", 2) for env in ({}, STOCK))
-    assert on[:2] == ["False", "True"] and stock[:2] == ["True", "True"]
+    assert on[:2] == ["False", "True"] and stock[1] == "True"
     assert on[2] == stock[2] and "linear_query.weight" in on[2]
 
 
