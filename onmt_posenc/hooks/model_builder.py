@@ -50,8 +50,10 @@ def build_attention():
 def initialize_parameters():
     """`build_model` initializes the parameters of a new model (no checkpoint); then the
     word embeddings are drawn as word_embedding_init says, and our variants' own tables
-    (Music's) get their own initialization. onmt_train reaches the wrapper because
-    `onmt.train_single` imports `build_model` after `import onmt`."""
+    (Music's) get their own initialization. A run resumed with train_from builds from the
+    checkpoint's options: its attention kernel is then set again from onmt_train's own (`opt`).
+    onmt_train reaches the wrapper because `onmt.train_single` imports `build_model` after
+    `import onmt`."""
     from onmt import model_builder
 
     from onmt_posenc.model import attention, word_embeddings
@@ -64,9 +66,31 @@ def initialize_parameters():
         if checkpoint is None:  # otherwise they were loaded from it
             word_embeddings.initialize(model, model_opt)
             attention.initialize(model)
+        attention.choose_kernel(model, opt)
         return model
 
     model_builder.build_model = build_model
+
+
+def choose_the_kernel_when_translating():
+    """`load_test_model` builds the model from the checkpoint's options; its attention kernel is
+    then set from the translating command's own attention_kernel (onmt_translate's, or 'auto'
+    for a caller whose options have none). The translator and the ensemble look the function up
+    in `onmt.model_builder` when they call it."""
+    from onmt import model_builder
+
+    from onmt_posenc.model import attention
+
+    stock_load_test_model = model_builder.load_test_model
+
+    @functools.wraps(stock_load_test_model)
+    def load_test_model(opt, *args, **kwargs):
+        vocabs, model, model_opt = stock_load_test_model(opt, *args, **kwargs)
+        attention.choose_kernel(model, opt)
+        model_opt.attention_kernel = attention.kernel_mode(opt)
+        return vocabs, model, model_opt
+
+    model_builder.load_test_model = load_test_model
 
 
 def build_layers_without_the_meta_device():

@@ -13,17 +13,25 @@ from onmt_posenc.model import options
 
 def add_options():
     """Our model options join OpenNMT-py's `model_opts` (used by onmt_train and
-    by `ArgumentParser.ckpt_model_opts`, which gives old checkpoints our defaults)."""
+    by `ArgumentParser.ckpt_model_opts`, which gives old checkpoints our defaults);
+    attention_kernel also joins `translate_opts` (onmt_translate's own choice)."""
     from onmt import opts
 
     stock_model_opts = opts.model_opts
+    stock_translate_opts = opts.translate_opts
 
     @functools.wraps(stock_model_opts)
     def model_opts(parser):
         stock_model_opts(parser)
         options.add_model_options(parser)
 
+    @functools.wraps(stock_translate_opts)
+    def translate_opts(parser, *args, **kwargs):
+        stock_translate_opts(parser, *args, **kwargs)
+        options.add_translate_options(parser)
+
     opts.model_opts = model_opts
+    opts.translate_opts = translate_opts
 
 
 def read_config_includes():

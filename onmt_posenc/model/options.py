@@ -13,7 +13,7 @@ class ModelOptionsError(UserError, ValueError):
 
 
 def add_model_options(parser):
-    from onmt_posenc.model.attention import ATTENTIONS, KERNEL_MODES, SIDES, relative_attention_choices
+    from onmt_posenc.model.attention import ATTENTIONS, SIDES, relative_attention_choices
     from onmt_posenc.model.positions import POSITION_ENCODINGS, implied_schemes_help
 
     group = parser.add_argument_group("Position representations (onmt-posenc)")
@@ -49,6 +49,19 @@ def add_model_options(parser):
         "self-attention has none: give that side an absolute encoding with "
         "src_position_encoding / tgt_position_encoding, or none (the perSPE paper's Table 1).",
     )
+    add_kernel_option(group)
+    for variant in ATTENTIONS.values():
+        variant.add_options(group)
+
+
+def add_translate_options(parser):
+    """onmt_translate's own attention_kernel: the run's choice, not the checkpoint's."""
+    add_kernel_option(parser.add_argument_group("Position representations (onmt-posenc)"))
+
+
+def add_kernel_option(group):
+    from onmt_posenc.model.attention import KERNEL_MODES
+
     group.add(
         "--attention_kernel",
         "-attention_kernel",
@@ -59,10 +72,10 @@ def add_model_options(parser):
         "path, forward and gradients, on a small problem of the run's dtype and head size (checked at first use "
         "in each process; on a mismatch or a compile error, a warning says why and the PyTorch path runs); "
         "'triton' takes the kernel unchecked; 'pytorch' keeps PyTorch's paths. Methods without a term (APE, "
-        "SHAPE, rotary, none) always take PyTorch's SDPA, and the CPU always PyTorch's paths.",
+        "SHAPE, rotary, none) always take PyTorch's SDPA, and the CPU always PyTorch's paths. A choice of the "
+        "command that runs, never of the checkpoint: onmt_translate and a run resumed with train_from take "
+        "their own (default 'auto'), whatever the model was trained with.",
     )
-    for variant in ATTENTIONS.values():
-        variant.add_options(group)
 
 
 def resolve_attention_options(opt):

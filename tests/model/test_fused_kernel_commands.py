@@ -1,8 +1,8 @@
 """Every method with a relative term through the stock commands with the fused kernel forced on
 (attention_kernel: triton; on the CPU under Triton's interpreter): onmt_train follows the same
 run on the PyTorch path to its logged precision, and onmt_translate of its checkpoint gives the
-same translations on the kernel as on the PyTorch path (the checkpoint's attention_kernel
-changed, the weights the same)."""
+same translations on the kernel as on the PyTorch path (onmt_translate's own attention_kernel).
+The kernel is the running command's choice, never the checkpoint's."""
 import re
 
 import onmt  # noqa: F401  (activates the extension: its checkpoints' allow-list)
@@ -40,22 +40,19 @@ def logged(log):
     return re.findall(r"Step +\d+/ *\d+; acc: *([0-9.]+); ppl: *([0-9.]+); xent: *([0-9.]+)", log)
 
 
-def translate(workdir, model, name):
+def translate(workdir, model, name, *options):
     """(the translations, onmt_translate's log)."""
     output = workdir / f"{name}.hyp"
     done = run([command("onmt_translate"), "-model", model, "-src", workdir / "test.src", "-output", output,
-                "-beam_size", "2", "-max_length", "10"], env=KERNEL)
+                "-beam_size", "2", "-max_length", "10", *options], env=KERNEL)
     return output.read_text(encoding="utf-8").splitlines(), done.stdout + done.stderr
 
 
-def with_kernel_option(checkpoint_path, value, saved_as):
-    """A copy of the checkpoint whose opt says attention_kernel `value` (None: as a checkpoint
-    made before the option, which has none), the weights the same."""
+def without_kernel_option(checkpoint_path, saved_as):
+    """A copy of the checkpoint whose opt has no attention_kernel (as a checkpoint made before
+    the option), the weights the same."""
     checkpoint = torch.load(checkpoint_path)
-    if value is None:
-        del checkpoint["opt"].attention_kernel
-    else:
-        checkpoint["opt"].attention_kernel = value
+    del checkpoint["opt"].attention_kernel
     torch.save(checkpoint, saved_as)
     return saved_as
 
@@ -71,11 +68,9 @@ def test_train_and_translate_on_the_kernel(workdir, method):
     assert "the fused Triton kernel runs" in runs["triton"][1] and "Triton" not in runs["pytorch"][1]
     assert len(logged(runs["triton"][1])) == STEPS
     assert logged(runs["triton"][1]) == logged(runs["pytorch"][1])
-    assert torch.load(runs["triton"][0])["opt"].attention_kernel == "triton"
-    on_pytorch = with_kernel_option(runs["triton"][0], "pytorch", workdir / f"{name}_triton_on_pytorch.pt")
-    kernel_lines, log = translate(workdir, runs["triton"][0], f"{name}_kernel")
+    kernel_lines, log = translate(workdir, runs["triton"][0], f"{name}_kernel", "-attention_kernel", "triton")
     assert len(kernel_lines) == 4 and any(kernel_lines) and "the fused Triton kernel runs" in log
-    pytorch_lines, log = translate(workdir, on_pytorch, f"{name}_pytorch")
+    pytorch_lines, log = translate(workdir, runs["triton"][0], f"{name}_pytorch", "-attention_kernel", "pytorch")
     assert kernel_lines == pytorch_lines and "Triton" not in log
 
 
@@ -85,7 +80,24 @@ def test_a_checkpoint_from_before_the_option_takes_the_checked_kernel(workdir):
     result = train_tiny(workdir, "before_option", **SMALL, **METHODS["shaw shared"], attention_kernel="pytorch")
     assert "Triton" not in result.stdout + result.stderr
     trained = workdir / f"before_option_step_{STEPS}.pt"
-    before = with_kernel_option(trained, None, workdir / "before_option_old.pt")
+    before = without_kernel_option(trained, workdir / "before_option_old.pt")
     lines, log = translate(workdir, before, "before_option_old")
     assert "passed its first-use check" in log and "unchecked" not in log
     assert lines == translate(workdir, trained, "before_option_pytorch")[0]
+
+
+def test_a_checkpoint_trained_unchecked_translates_and_resumes_on_the_checked_kernel(workdir):
+    """A checkpoint trained with attention_kernel triton (as every checkpoint made before 'auto'
+    was the default) holds 'triton' in its options; onmt_translate and a run resumed from it take
+    their own option, 'auto' by default: the kernel after its first-use check, not unchecked."""
+    result = train_tiny(workdir, "forced", env=KERNEL, **SMALL, **METHODS["shaw shared"], attention_kernel="triton")
+    assert "the fused Triton kernel runs" in result.stdout + result.stderr
+    trained = workdir / f"forced_step_{STEPS}.pt"
+    assert torch.load(trained)["opt"].attention_kernel == "triton"
+    lines, log = translate(workdir, trained, "forced_default")
+    assert "passed its first-use check" in log and "the fused Triton kernel runs" not in log
+    assert lines == translate(workdir, trained, "forced_pytorch", "-attention_kernel", "pytorch")[0]
+    resumed = train_tiny(workdir, "forced_resumed", env=KERNEL, **{**SMALL, "train_steps": STEPS + 1},
+                         **METHODS["shaw shared"], train_from=str(trained))
+    log = resumed.stdout + resumed.stderr
+    assert "passed its first-use check" in log and "the fused Triton kernel runs" not in log

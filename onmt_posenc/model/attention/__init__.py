@@ -109,6 +109,17 @@ def kernel_mode(opt):
     return getattr(opt, "attention_kernel", None) or "auto"
 
 
+def choose_kernel(model, opt):
+    """The running command's attention_kernel option for every self-attention of a built model
+    that can take the kernel. The kernel belongs to the run, not to the model: a checkpoint's
+    option (the one it was trained with, perhaps on another machine, perhaps before 'auto' was
+    the default) does not decide for onmt_translate or for a run resumed with train_from."""
+    mode = kernel_mode(opt)
+    for module in model.modules():
+        if getattr(module, "takes_kernel", False):
+            module.kernel = mode
+
+
 def _unsupported(layer, attention, opt):
     """Why this layer's self-attention stays OpenNMT-py's (None: ours applies)."""
     if attention.num_kv > 0:
@@ -147,8 +158,8 @@ def replacement_for(stock, self_attn_type, method=None, values=None, positions=T
         else:  # this side's attention takes no positions (absolute positions, or none)
             variant = ATTENTIONS[attention_scheme(0, 0, None)]
         attention = variant.from_stock(stock, settings, fused, values)
-    takes_kernel = fused and variant.kernel_covers() and not full_context_alignment
-    attention.kernel = kernel if takes_kernel else "pytorch"
+    attention.takes_kernel = fused and variant.kernel_covers() and not full_context_alignment
+    attention.kernel = kernel if attention.takes_kernel else "pytorch"
     attention.always_causal = stock.is_decoder and not full_context_alignment
     for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
         setattr(attention, name, getattr(stock, name))

@@ -162,8 +162,10 @@ class SelfAttention(MultiHeadedAttention):
         return {}
 
     # The attention_kernel option for this layer ('auto', 'triton', 'pytorch'; see KERNEL_MODES):
-    # 'pytorch' for a variant without a term, whose fused path is SDPA. `replacement_for` sets it.
+    # 'pytorch' for a variant without a term, whose fused path is SDPA. `replacement_for` sets it,
+    # and `takes_kernel` where the layer can take the kernel (`choose_kernel` then sets it again).
     kernel = "pytorch"
+    takes_kernel = False
     # A decoder whose future is masked in every pass (not full_context_alignment's second one)
     always_causal = False
 
