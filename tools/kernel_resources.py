@@ -1,6 +1,9 @@
 """The fused Triton kernel's GPU resources, measured without a GPU: every kernel variant that
 the defaults reach, compiled for sm_80 (A100) and sm_90 (H100, H200) in float16 and bfloat16
-at head sizes 64 and 128, with its registers, spilled bytes and shared memory.
+at head sizes 64 and 128, with its registers, spilled bytes and shared memory; and the same in
+float32, with IEEE products (PyTorch's default, OpenNMT-py's model_dtype fp32) and with TF32,
+which attention_kernel 'auto' leaves to the PyTorch path on CUDA (first_use.FIT_ON_CUDA) and only
+'triton' reaches.
 
 Each variant is launched as training, validation and translation launch it: a method's layer
 (built by `replacement_for`, as onmt_train builds it) attends on the kernel, forward and
@@ -16,7 +19,8 @@ interpreter, no GPU; Triton 3.x's binder is internal API (`create_function_from_
     python tools/kernel_resources.py --subset ci --check # CI's subset (`jobs`); exit 1 if a target is missed
 
 Targets (--check): no spills in float16 and bfloat16 at d_head 64, forward and backward, for
-Shaw K = 16, T5, ALiBi and the decaying mask; shared memory within sm_80's 163 KiB a block.
+Shaw K = 16, T5, ALiBi and the decaying mask; shared memory within sm_80's 163 KiB a block (every
+dtype).
 """
 import argparse
 import contextlib
@@ -44,7 +48,10 @@ TABLE = REPO / "docs" / "kernel_resources.md"
 # sm_80's largest shared memory a block may take (A100: 163 KiB); sm_90's is 227 KiB
 SHARED_LIMIT = {80: 163 * 1024, 90: 227 * 1024}
 ARCHS = (80, 90)
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# The dtypes compiled: 'auto''s on CUDA first (the spill targets'), then float32 with IEEE and
+# with TF32 products (the kernel takes PyTorch's torch.backends.cuda.matmul.allow_tf32)
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "tf32": torch.float32}
+AUTO_DTYPES = ("fp16", "bf16")
 HEAD_SIZES = (64, 128)
 HEADS, LENGTH, FAR = 2, 200, 16  # a length that is no multiple of 16: the general specialization
 # (relative_attention options of MultiHeadedAttention, relative_attention, relative_values)
@@ -75,11 +82,13 @@ class Variant:
 
 
 def jobs(subset):
-    """[(variant, arch)] to compile. `ci`, the targets' training kernels at d_head 64: the
-    decoder's (causal) in float16 and bfloat16 for sm_90, the encoder's in float16 for sm_80."""
+    """[(variant, arch)] to compile. `ci`, the targets' kernels at d_head 64: the decoder's
+    training (causal) in float16 and bfloat16 for sm_90, the encoder's in float16 for sm_80, and
+    the decoder's step in float16 for sm_90."""
     if subset == "ci":
-        return ([(Variant(m, "decoder", "train", dtype, 64), 90) for m in TARGET_METHODS for dtype in DTYPES]
-                + [(Variant(m, "encoder", "train", "fp16", 64), 80) for m in TARGET_METHODS])
+        return ([(Variant(m, "decoder", "train", dtype, 64), 90) for m in TARGET_METHODS for dtype in AUTO_DTYPES]
+                + [(Variant(m, "encoder", "train", "fp16", 64), 80) for m in TARGET_METHODS]
+                + [(Variant(m, "decoder", "step", "fp16", 64), 90) for m in TARGET_METHODS])
     return [(Variant(m, side, mode, dtype, d), arch) for m in METHODS for side, modes in MODES.items()
             for mode in modes for dtype in DTYPES for d in HEAD_SIZES for arch in ARCHS]
 
@@ -106,15 +115,16 @@ def recorded_launches(variant):
         mask = torch.zeros(2, 1, LENGTH, LENGTH, dtype=torch.bool)
         mask[1, ..., LENGTH - 7:] = True
     launches = []
-    launch = function.KernelArguments.launch
+    launch, tf32 = function.KernelArguments.launch, torch.backends.cuda.matmul.allow_tf32
     function.KernelArguments.launch = lambda arguments, kernel: launches.append(
         (kernel, {**arguments.for_kernel(kernel), **arguments.options(kernel)}))
+    torch.backends.cuda.matmul.allow_tf32 = variant.dtype == "tf32"
     try:
         out = module.kernel_attend(q, k, v, mask)
         if variant.mode == "train":
             out.float().sum().backward()
     finally:
-        function.KernelArguments.launch = launch
+        function.KernelArguments.launch, torch.backends.cuda.matmul.allow_tf32 = launch, tf32
     return launches
 
 
@@ -177,8 +187,8 @@ KERNEL_NAMES = {"attention_forward": "forward", "attention_backward_keys": "dK d
 
 
 def spill_target(row):
-    """Is the row held to no spills (the targets' methods at d_head 64)?"""
-    return row["method"] in TARGET_METHODS and row["head_size"] == 64
+    """Is the row held to no spills (the targets' methods at d_head 64, in auto's dtypes)?"""
+    return row["method"] in TARGET_METHODS and row["head_size"] == 64 and row["dtype"] in AUTO_DTYPES
 
 
 def missed(row):
@@ -197,15 +207,20 @@ def verdict(row):
 
 
 def summary(rows):
-    """A few lines over all rows: spills by head size, the most shared memory by architecture,
-    compile times."""
+    """A few lines over all rows: spills by dtype and head size, the most shared memory by
+    architecture, compile times."""
     lines = []
-    for size in HEAD_SIZES:
-        these = [row for row in rows if row["head_size"] == size]
-        spilling = [row for row in these if row["spill_stores"]]
-        lines.append(f"- d_head {size}: {len(these)} kernels, at most {max(r['registers'] for r in these)} registers; "
-                     + (f"{len(spilling)} spill ({', '.join(sorted({describe(r) for r in spilling}))}; at most "
-                        f"{max(r['spill_stores'] for r in spilling)} B)" if spilling else "none spills"))
+    for dtype in DTYPES:
+        for size in HEAD_SIZES:
+            these = [row for row in rows if row["head_size"] == size and row["dtype"] == dtype]
+            if not these:
+                continue
+            spilling = [row for row in these if row["spill_stores"]]
+            most = max(spilling, key=lambda row: row["spill_stores"], default=None)
+            lines.append(
+                f"- {dtype}, d_head {size}: {len(these)} kernels, at most {max(r['registers'] for r in these)} "
+                "registers; " + (f"{len(spilling)} spill, at most {most['spill_stores']} B ({describe(most)})"
+                                 if spilling else "none spills"))
     for arch in ARCHS:
         these = [row for row in rows if row["arch"] == arch]
         if these:
@@ -221,7 +236,8 @@ def summary(rows):
 
 
 def describe(row):
-    return f"{row['method']} {row['side']} {row['mode']} {KERNEL_NAMES[row['kernel']]} sm_{row['arch']}"
+    return (f"{row['method']} {row['side']} {row['mode']} {row['dtype']} d_head {row['head_size']} "
+            f"{KERNEL_NAMES[row['kernel']]} sm_{row['arch']}")
 
 
 def markdown(rows, triton_version):
@@ -236,8 +252,13 @@ def markdown(rows, triton_version):
         "(stores), stack frame, shared memory a block (sm_80's limit: 163 KiB), compile seconds on this "
         "project's 2-core CPU.",
         "",
-        "Targets: no spills at d_head 64 for Shaw K = 16, T5, ALiBi and the decaying mask; shared memory "
-        "within sm_80's limit. Rows that miss one say so in the last column.",
+        "dtype: fp16 and bf16 (what `attention_kernel: auto` puts on the kernel on CUDA), fp32 (float32 with "
+        "IEEE products: PyTorch's default, OpenNMT-py's `model_dtype: fp32`) and tf32 (float32 with "
+        "`torch.backends.cuda.matmul.allow_tf32`); in float32 `auto` keeps PyTorch's path, `triton` takes the "
+        "kernel.",
+        "",
+        "Targets: no spills at d_head 64 in fp16 and bf16 for Shaw K = 16, T5, ALiBi and the decaying mask; "
+        "shared memory within sm_80's limit. Rows that miss one say so in the last column.",
         "",
         *summary(rows),
         "",

@@ -68,9 +68,11 @@ def add_kernel_option(group):
         choices=KERNEL_MODES,
         default="auto",
         help="The self-attention of the methods with a relative term (Shaw, Music, T5, ALiBi, the decaying mask) "
-        "on CUDA, where Triton is installed: 'auto' takes the fused Triton kernel once it has matched the PyTorch "
-        "path, forward and gradients, on a small problem of the run's dtype and head size (checked at first use "
-        "in each process; on a mismatch or a compile error, a warning says why and the PyTorch path runs); "
+        "on CUDA, where Triton is installed: 'auto' takes the fused Triton kernel in float16 and bfloat16 "
+        "(model_dtype fp16 or bf16; in float32 its kernels spill registers, and PyTorch's paths run) once it has "
+        "matched the PyTorch path, forward and gradients, on a small problem of the run's dtype and head size "
+        "(checked at first use in each process; on a mismatch or a compile error, a warning says why and the "
+        "PyTorch path runs); "
         "'triton' takes the kernel unchecked; 'pytorch' keeps PyTorch's paths. Methods without a term (APE, "
         "SHAPE, rotary, none) always take PyTorch's SDPA, and the CPU always PyTorch's paths. A choice of the "
         "command that runs, never of the checkpoint: onmt_translate and a run resumed with train_from take "

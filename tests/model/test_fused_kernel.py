@@ -286,7 +286,14 @@ def test_dropout_matches_pytorch_path_given_the_same_mask(method, side):
     assert_bound_to_float64(module, x, mask, torch.float32, prepare=given_mask)
 
 
-def test_first_use_check_passes_then_the_kernel_runs(caplog, monkeypatch):
+@pytest.fixture
+def float32_checked(monkeypatch):
+    """The first-use check's mechanism in float32 on CUDA too, which 'auto' leaves there to the
+    PyTorch path (test_auto_leaves_float32_on_cuda_to_the_pytorch_path)."""
+    monkeypatch.setattr(first_use, "FIT_ON_CUDA", fused_kernel.DTYPES)
+
+
+def test_first_use_check_passes_then_the_kernel_runs(caplog, monkeypatch, float32_checked):
     """attention_kernel 'auto': the first call checks the kernel on a small problem of its
     kind (here float32, d_head 16, the encoder's padding) and, passed, takes it; the next
     call of the kind is not checked again, one of another kind (no mask) is."""
@@ -311,7 +318,7 @@ def test_first_use_check_passes_then_the_kernel_runs(caplog, monkeypatch):
     ("wrong", "times the PyTorch path's own error"),
     ("compile error", "CompilationError: at 12:4: ptxas failed"),
 ])
-def test_first_use_check_falls_back_to_pytorch(fault, reason, caplog, monkeypatch):
+def test_first_use_check_falls_back_to_pytorch(fault, reason, caplog, monkeypatch, float32_checked):
     """A kernel that computes wrongly, or fails to compile, is turned off for the kind of
     call with one warning line saying why, and the PyTorch path runs: the same results as
     attention_kernel 'pytorch'."""
@@ -338,6 +345,32 @@ def test_first_use_check_falls_back_to_pytorch(fault, reason, caplog, monkeypatc
     assert len(warnings) == 1 and "\n" not in warnings[0]
     assert "the fused Triton kernel is off for ShawRelativeAttention (decoder, float32" in warnings[0]
     assert reason in warnings[0]
+
+
+def test_auto_leaves_float32_on_cuda_to_the_pytorch_path(caplog, monkeypatch):
+    """attention_kernel 'auto' on CUDA takes the kernel only in float16 and bfloat16: float32's
+    kernels spill registers (docs/kernel_resources.md). A call it does not fit takes the PyTorch
+    path without a check, said once at INFO; the CPU's interpreter (these tests) has no registers."""
+    def on_cuda(dtype):  # what `unfit` reads of the queries
+        return type("Queries", (), {"device": torch.device("cuda"), "dtype": dtype})()
+
+    assert "its float32 kernels spill registers" in first_use.unfit(on_cuda(torch.float32))
+    assert first_use.unfit(on_cuda(torch.float16)) is None and first_use.unfit(on_cuda(torch.bfloat16)) is None
+    assert first_use.unfit(torch.zeros(1, dtype=torch.float32)) is None
+    calls = []
+    monkeypatch.setattr(fused_kernel, "attention", lambda *args: calls.append(args))
+    monkeypatch.setattr(first_use, "unfit", lambda q: "a reason")
+    module = build("t5", is_decoder=False).train()
+    x, mask = inputs(), masks("encoder")
+    expected = results_of(module, x, mask, kernel=False)
+    module.kernel = "auto"
+    with caplog.at_level(logging.INFO, logger="onmt"):
+        out, _ = module(x, x, x, mask=mask)
+        module(x, x, x, mask=mask)
+    torch.testing.assert_close(out, expected["output"], rtol=0, atol=0)
+    assert calls == [] and list(first_use.VERDICTS.values()) == [(False, "a reason")]
+    said = [r.getMessage() for r in caplog.records if "onmt-posenc" in r.getMessage()]
+    assert len(said) == 1 and "keeps T5" in said[0] and "on the PyTorch path, unchecked: a reason" in said[0]
 
 
 def saved_bytes_per_query(method, **options):

@@ -1,7 +1,8 @@
 """The fused kernel's GPU readiness without a GPU (tools/kernel_resources.py): the kernels the
 defaults reach compile for sm_80 and sm_90 with Triton's own compiler and the wheel's ptxas,
-no spills at d_head 64 for the targets' methods, shared memory within sm_80's limit, and the
-committed table (docs/kernel_resources.md) holds what they compile to now. Each test runs the
+no spills at d_head 64 for the targets' methods (training and decoding steps), shared memory
+within sm_80's limit, and the committed table (docs/kernel_resources.md) holds what they compile
+to now. Each test runs the
 tool in its own process, without Triton's interpreter."""
 import os
 import re
@@ -32,7 +33,7 @@ def environment(tmp_path):
 def test_the_targets_compile_without_spills_as_the_table_says(tmp_path):
     result = run([sys.executable, TOOL, "--subset", "ci", "--check"], env=environment(tmp_path), timeout=1200)
     compiled = [match.groupdict() for match in PRINTED.finditer(result.stdout)]
-    assert len(compiled) == 36  # 12 variants, 3 kernels each
+    assert len(compiled) == 40  # 12 training variants, 3 kernels each; 4 decoding steps, a forward each
     for row in compiled:
         assert row["spilled"] == "0", row
     table = TABLE.read_text(encoding="utf-8")
@@ -85,15 +86,17 @@ def test_the_tiles_work_does_not_grow_with_the_buckets(tmp_path):
 
 
 def test_the_committed_table_meets_every_target():
-    """The whole committed table, every variant the defaults reach (the compiles above check a
-    subset of its rows against today's compiler): the targets' methods at d_head 64 spill
-    nothing, on sm_80 and sm_90, float16 and bfloat16, forward and backward, in training,
+    """The whole committed table, every variant the defaults reach and float32's (the compiles
+    above check a subset of its rows against today's compiler): the targets' methods at d_head 64
+    spill nothing, on sm_80 and sm_90, float16 and bfloat16, forward and backward, in training,
     evaluation and decoding steps; no kernel needs more shared memory than sm_80 has."""
     rows = [match.groupdict() for match in ROW.finditer(TABLE.read_text(encoding="utf-8"))]
-    targets = [row for row in rows if row["method"] in ("shaw K=16", "t5", "alibi", "decay") and row["d"] == "64"]
+    targets = [row for row in rows if row["method"] in ("shaw K=16", "t5", "alibi", "decay") and row["d"] == "64"
+               and row["dtype"] in ("fp16", "bf16")]
     # per method, dtype and architecture: the encoder trains (3 kernels) and evaluates (a forward), the
-    # decoder too and steps (a forward): 9 kernels
-    assert len(rows) == 504 and len(targets) == 4 * 2 * 2 * 9
+    # decoder too and steps (a forward): 9 kernels; 4 dtypes (float32's two only with attention_kernel triton)
+    assert len(rows) == 4 * 252 and len(targets) == 4 * 2 * 2 * 9
+    assert {row["dtype"] for row in rows} == {"fp16", "bf16", "fp32", "tf32"}
     assert {(row["dtype"], row["arch"], row["kernel"]) for row in targets} == {
         (dtype, arch, kernel) for dtype in ("fp16", "bf16") for arch in ("80", "90")
         for kernel in KERNEL_NAMES.values()}

@@ -1,5 +1,8 @@
 """The fused kernel proves itself before a run relies on it (attention_kernel: auto).
 
+On CUDA it is taken only in float16 and bfloat16 (FIT_ON_CUDA), whose compiled kernels fit the
+GPU's registers (tools/kernel_resources.py); float32 keeps the PyTorch path without a check.
+
 At the first call of each kind (`call_kind`: the variant and its tables, encoder or decoder,
 dtype, head size, device, dropout, mask, decoding step) in the process, the kernel and the
 layer's plain PyTorch path compute a small problem of that kind, with fresh random tables, in
@@ -25,7 +28,12 @@ ERROR_RATIO = 3
 # Below this many eps of a tensor's largest entry an error counts as that much: two correct
 # orders of summation differ by a few eps, and the PyTorch path's error can be smaller by chance.
 EPS_FLOOR = 8
-# (passed, why) for each kind of call checked in this process
+# The dtypes 'auto' puts on the kernel on CUDA. In float32 the tiles' products spill registers
+# (docs/kernel_resources.md): with IEEE products, OpenNMT-py's default model_dtype fp32, the
+# dK/dV kernel keeps kilobytes a thread in local memory; with TF32, tens to hundreds of bytes.
+# The CPU's interpreter (tests) has no registers to spill.
+FIT_ON_CUDA = (torch.float16, torch.bfloat16)
+# (passed, why) for each kind of call checked in this process, or left to the PyTorch path unchecked
 VERDICTS = {}
 # The kinds of call that attention_kernel 'triton' put on the kernel unchecked (each said once)
 UNCHECKED = set()
@@ -44,18 +52,31 @@ def call_kind(module, q, k, mask):
 def passes(module, q, k, mask):
     """Has the kernel passed the check for this kind of call (checking it the first time)?"""
     kind = call_kind(module, q, k, mask)
-    if kind not in VERDICTS:
-        started = time.perf_counter()
-        VERDICTS[kind] = check(module, q, k, mask)
-        passed, why = VERDICTS[kind]
-        described = describe(kind)
-        if passed:
-            logger.info("onmt-posenc: the fused Triton kernel passed its first-use check for %s in %.1f s (%s)",
-                        described, time.perf_counter() - started, why)
-        else:
-            logger.warning("onmt-posenc: the fused Triton kernel is off for %s in this process, the PyTorch path "
-                           "runs: %s", described, why)
-    return VERDICTS[kind][0]
+    if kind in VERDICTS:
+        return VERDICTS[kind][0]
+    described, why_unfit = describe(kind), unfit(q)
+    if why_unfit:
+        VERDICTS[kind] = False, why_unfit
+        logger.info("onmt-posenc: attention_kernel auto keeps %s on the PyTorch path, unchecked: %s", described,
+                    why_unfit)
+        return False
+    started = time.perf_counter()
+    VERDICTS[kind] = passed, why = check(module, q, k, mask)
+    if passed:
+        logger.info("onmt-posenc: the fused Triton kernel passed its first-use check for %s in %.1f s (%s)",
+                    described, time.perf_counter() - started, why)
+    else:
+        logger.warning("onmt-posenc: the fused Triton kernel is off for %s in this process, the PyTorch path "
+                       "runs: %s", described, why)
+    return passed
+
+
+def unfit(q):
+    """Why 'auto' does not check the kernel for these queries (None: it does)."""
+    if q.device.type == "cuda" and q.dtype not in FIT_ON_CUDA:
+        return (f"its {str(q.dtype).replace('torch.', '')} kernels spill registers (docs/kernel_resources.md); "
+                "model_dtype fp16 or bf16 takes the kernel, attention_kernel triton forces it")
+    return None
 
 
 def unchecked(module, q, k, mask):
