@@ -314,6 +314,17 @@ def test_first_use_check_passes_then_the_kernel_runs(caplog, monkeypatch, float3
     assert len([r for r in caplog.records if "passed its first-use check" in r.getMessage()]) == 2
 
 
+def runs_as_pytorch_under_auto(module, x, mask, caplog):
+    """The module called twice with attention_kernel 'auto' (its log in caplog) gives exactly
+    the output of attention_kernel 'pytorch'."""
+    expected = results_of(module, x, mask, kernel=False)
+    module.kernel = "auto"
+    with caplog.at_level(logging.INFO, logger="onmt"):
+        out, _ = module(x, x, x, mask=mask)
+        module(x, x, x, mask=mask)
+    torch.testing.assert_close(out, expected["output"], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("fault, reason", [
     ("wrong", "times the PyTorch path's own error"),
     ("compile error", "CompilationError: at 12:4: ptxas failed"),
@@ -335,12 +346,7 @@ def test_first_use_check_falls_back_to_pytorch(fault, reason, caplog, monkeypatc
     monkeypatch.setattr(fused_kernel, "attention", faulty)
     module = build("shaw shared", is_decoder=True).train()
     x, mask = inputs(), masks("decoder")
-    expected = results_of(module, x, mask, kernel=False)
-    module.kernel = "auto"
-    with caplog.at_level(logging.INFO, logger="onmt"):
-        out, _ = module(x, x, x, mask=mask)
-        module(x, x, x, mask=mask)
-    torch.testing.assert_close(out, expected["output"], rtol=0, atol=0)
+    runs_as_pytorch_under_auto(module, x, mask, caplog)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "\n" not in warnings[0]
     assert "the fused Triton kernel is off for ShawRelativeAttention (decoder, float32" in warnings[0]
@@ -362,12 +368,7 @@ def test_auto_leaves_float32_on_cuda_to_the_pytorch_path(caplog, monkeypatch):
     monkeypatch.setattr(first_use, "unfit", lambda q: "a reason")
     module = build("t5", is_decoder=False).train()
     x, mask = inputs(), masks("encoder")
-    expected = results_of(module, x, mask, kernel=False)
-    module.kernel = "auto"
-    with caplog.at_level(logging.INFO, logger="onmt"):
-        out, _ = module(x, x, x, mask=mask)
-        module(x, x, x, mask=mask)
-    torch.testing.assert_close(out, expected["output"], rtol=0, atol=0)
+    runs_as_pytorch_under_auto(module, x, mask, caplog)
     assert calls == [] and list(first_use.VERDICTS.values()) == [(False, "a reason")]
     said = [r.getMessage() for r in caplog.records if "onmt-posenc" in r.getMessage()]
     assert len(said) == 1 and "keeps T5" in said[0] and "on the PyTorch path, unchecked: a reason" in said[0]
