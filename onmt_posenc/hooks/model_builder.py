@@ -51,7 +51,8 @@ def initialize_parameters():
     """`build_model` initializes the parameters of a new model (no checkpoint); then the
     word embeddings are drawn as word_embedding_init says, and our variants' own tables
     (Music's) get their own initialization. A run resumed with train_from builds from the
-    checkpoint's options: its attention kernel is then set again from onmt_train's own (`opt`).
+    checkpoint's options: its attention kernel is then set again from onmt_train's own (`opt`),
+    and its checkpoints record that one.
     onmt_train reaches the wrapper because `onmt.train_single` imports `build_model` after
     `import onmt`."""
     from onmt import model_builder
@@ -67,6 +68,7 @@ def initialize_parameters():
             word_embeddings.initialize(model, model_opt)
             attention.initialize(model)
         attention.choose_kernel(model, opt)
+        model_opt.attention_kernel = attention.kernel_mode(opt)  # what its checkpoints record
         return model
 
     model_builder.build_model = build_model

@@ -69,7 +69,8 @@ def add_kernel_option(group):
         default="auto",
         help="The self-attention of the methods with a relative term (Shaw, Music, T5, ALiBi, the decaying mask) "
         "on CUDA, where Triton is installed: 'auto' takes the fused Triton kernel in float16 and bfloat16 "
-        "(model_dtype fp16 or bf16; in float32 its kernels spill registers, and PyTorch's paths run) once it has "
+        "(onmt_train's model_dtype fp16, onmt_translate's -precision fp16; in float32 its kernels spill registers, "
+        "and PyTorch's paths run) once it has "
         "matched the PyTorch path, forward and gradients, on a small problem of the run's dtype and head size "
         "(checked at first use in each process; on a mismatch or a compile error, a warning says why and the "
         "PyTorch path runs); "

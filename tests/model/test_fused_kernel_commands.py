@@ -83,13 +83,15 @@ def test_a_checkpoint_from_before_the_option_takes_the_checked_kernel(workdir):
     before = without_kernel_option(trained, workdir / "before_option_old.pt")
     lines, log = translate(workdir, before, "before_option_old")
     assert "passed its first-use check" in log and "unchecked" not in log
-    assert lines == translate(workdir, trained, "before_option_pytorch")[0]
+    assert lines == translate(workdir, trained, "before_option_pytorch", "-attention_kernel", "pytorch")[0]
 
 
 def test_a_checkpoint_trained_unchecked_translates_and_resumes_on_the_checked_kernel(workdir):
     """A checkpoint trained with attention_kernel triton (as every checkpoint made before 'auto'
     was the default) holds 'triton' in its options; onmt_translate and a run resumed from it take
-    their own option, 'auto' by default: the kernel after its first-use check, not unchecked."""
+    their own option, 'auto' by default: never the kernel unchecked (here, on the interpreter, the
+    kernel after its first-use check; on CUDA in float32, the PyTorch path). The resumed run's
+    checkpoint records its own option."""
     result = train_tiny(workdir, "forced", env=KERNEL, **SMALL, **METHODS["shaw shared"], attention_kernel="triton")
     assert "the fused Triton kernel runs" in result.stdout + result.stderr
     trained = workdir / f"forced_step_{STEPS}.pt"
@@ -101,3 +103,4 @@ def test_a_checkpoint_trained_unchecked_translates_and_resumes_on_the_checked_ke
                          **METHODS["shaw shared"], train_from=str(trained))
     log = resumed.stdout + resumed.stderr
     assert "passed its first-use check" in log and "the fused Triton kernel runs" not in log
+    assert torch.load(workdir / f"forced_resumed_step_{STEPS + 1}.pt")["opt"].attention_kernel == "auto"

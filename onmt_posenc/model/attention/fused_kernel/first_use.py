@@ -74,8 +74,9 @@ def passes(module, q, k, mask):
 def unfit(q):
     """Why 'auto' does not check the kernel for these queries (None: it does)."""
     if q.device.type == "cuda" and q.dtype not in FIT_ON_CUDA:
-        return (f"its {str(q.dtype).replace('torch.', '')} kernels spill registers (docs/kernel_resources.md); "
-                "model_dtype fp16 or bf16 takes the kernel, attention_kernel triton forces it")
+        return (f"its {str(q.dtype).replace('torch.', '')} kernels spill registers at d_head 64 "
+                "(docs/kernel_resources.md); the kernel takes float16 and bfloat16 (onmt_train's model_dtype fp16, "
+                "onmt_translate's -precision fp16), attention_kernel triton forces it")
     return None
 
 
