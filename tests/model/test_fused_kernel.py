@@ -356,7 +356,8 @@ def test_first_use_check_falls_back_to_pytorch(fault, reason, caplog, monkeypatc
 def test_auto_leaves_float32_on_cuda_to_the_pytorch_path(caplog, monkeypatch):
     """attention_kernel 'auto' on CUDA takes the kernel only in float16 and bfloat16: float32's
     kernels spill registers (docs/kernel_resources.md). A call it does not fit takes the PyTorch
-    path without a check, said once at INFO; the CPU's interpreter (these tests) has no registers."""
+    path without a check, said once at INFO; the CPU's interpreter (these tests) has no registers.
+    attention_kernel 'triton' runs the kernel there all the same, with one warning."""
     def on_cuda(dtype):  # what `unfit` reads of the queries
         return type("Queries", (), {"device": torch.device("cuda"), "dtype": dtype})()
 
@@ -364,7 +365,8 @@ def test_auto_leaves_float32_on_cuda_to_the_pytorch_path(caplog, monkeypatch):
     assert first_use.unfit(on_cuda(torch.float16)) is None and first_use.unfit(on_cuda(torch.bfloat16)) is None
     assert first_use.unfit(torch.zeros(1, dtype=torch.float32)) is None
     calls = []
-    monkeypatch.setattr(fused_kernel, "attention", lambda *args: calls.append(args))
+    attention = fused_kernel.attention
+    monkeypatch.setattr(fused_kernel, "attention", lambda *args: calls.append(args) or attention(*args))
     monkeypatch.setattr(first_use, "unfit", lambda q: "a reason")
     module = build("t5", is_decoder=False).train()
     x, mask = inputs(), masks("encoder")
@@ -372,6 +374,12 @@ def test_auto_leaves_float32_on_cuda_to_the_pytorch_path(caplog, monkeypatch):
     assert calls == [] and list(first_use.VERDICTS.values()) == [(False, "a reason")]
     said = [r.getMessage() for r in caplog.records if "onmt-posenc" in r.getMessage()]
     assert len(said) == 1 and "keeps T5" in said[0] and "on the PyTorch path, unchecked: a reason" in said[0]
+    module.kernel = "triton"  # forced where auto would not: the kernel runs, with a warning said once
+    with caplog.at_level(logging.INFO, logger="onmt"):
+        module(x, x, x, mask=mask)
+        module(x, x, x, mask=mask)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(calls) == 2 and len(warned) == 1 and "which auto would not: a reason" in warned[0]
 
 
 def saved_bytes_per_query(method, **options):

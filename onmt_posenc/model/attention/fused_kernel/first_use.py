@@ -81,11 +81,15 @@ def unfit(q):
 
 
 def unchecked(module, q, k, mask):
-    """attention_kernel 'triton': the kernel runs, unchecked; the log says so once a kind."""
+    """attention_kernel 'triton': the kernel runs, unchecked; the log says so once a kind, with
+    a warning where 'auto' would not have taken it (float32 on CUDA: its kernels spill)."""
     kind = call_kind(module, q, k, mask)
     if kind not in UNCHECKED:
         UNCHECKED.add(kind)
         logger.info("onmt-posenc: the fused Triton kernel runs %s unchecked (attention_kernel triton)", describe(kind))
+        if unfit(q):
+            logger.warning("onmt-posenc: attention_kernel triton puts %s on the fused Triton kernel, which auto "
+                           "would not: %s", describe(kind), unfit(q))
     return True
 
 
