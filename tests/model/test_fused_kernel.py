@@ -60,11 +60,12 @@ def interpreter(monkeypatch):
     """On the CPU: Triton's interpreter for this file's tests only: TRITON_INTERPRET is read when a
     kernel is defined (the kernel modules are first imported under it here) and by
     `fused_kernel.usable` at every call; the other tests' processes never see it. Each test
-    starts with no first-use verdicts."""
+    starts with no first-use verdicts and no kind of call said to run unchecked."""
     if DEVICE.type == "cpu":
         monkeypatch.setenv("TRITON_INTERPRET", "1")
     import onmt_posenc.model.attention.fused_kernel.function  # noqa: F401
     monkeypatch.setattr(first_use, "VERDICTS", {})
+    monkeypatch.setattr(first_use, "UNCHECKED", set())
 
 
 @pytest.fixture
