@@ -42,6 +42,7 @@ import torch  # noqa: E402
 from onmt.modules.multi_headed_attn import MultiHeadedAttention  # noqa: E402
 
 from onmt_posenc.model.attention import replacement_for  # noqa: E402
+from onmt_posenc.model.attention.fused_kernel import first_use  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "docs" / "kernel_resources.md"
@@ -51,7 +52,7 @@ ARCHS = (80, 90)
 # The dtypes compiled: 'auto''s on CUDA first (the spill targets'), then float32 with IEEE and
 # with TF32 products (the kernel takes PyTorch's torch.backends.cuda.matmul.allow_tf32)
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "tf32": torch.float32}
-AUTO_DTYPES = ("fp16", "bf16")
+AUTO_DTYPES = tuple(name for name, dtype in DTYPES.items() if dtype in first_use.FIT_ON_CUDA)
 HEAD_SIZES = (64, 128)
 HEADS, LENGTH, FAR = 2, 200, 16  # a length that is no multiple of 16: the general specialization
 # (relative_attention options of MultiHeadedAttention, relative_attention, relative_values)

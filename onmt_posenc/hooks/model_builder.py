@@ -67,8 +67,7 @@ def initialize_parameters():
         if checkpoint is None:  # otherwise they were loaded from it
             word_embeddings.initialize(model, model_opt)
             attention.initialize(model)
-        attention.choose_kernel(model, opt)
-        model_opt.attention_kernel = attention.kernel_mode(opt)  # what its checkpoints record
+        attention.choose_kernel(model, model_opt, opt)
         return model
 
     model_builder.build_model = build_model
@@ -88,8 +87,7 @@ def choose_the_kernel_when_translating():
     @functools.wraps(stock_load_test_model)
     def load_test_model(opt, *args, **kwargs):
         vocabs, model, model_opt = stock_load_test_model(opt, *args, **kwargs)
-        attention.choose_kernel(model, opt)
-        model_opt.attention_kernel = attention.kernel_mode(opt)
+        attention.choose_kernel(model, model_opt, opt)
         return vocabs, model, model_opt
 
     model_builder.load_test_model = load_test_model

@@ -109,12 +109,13 @@ def kernel_mode(opt):
     return getattr(opt, "attention_kernel", None) or "auto"
 
 
-def choose_kernel(model, opt):
-    """The running command's attention_kernel option for every self-attention of a built model
-    that can take the kernel. The kernel belongs to the run, not to the model: a checkpoint's
-    option (the one it was trained with, perhaps on another machine, perhaps before 'auto' was
-    the default) does not decide for onmt_translate or for a run resumed with train_from."""
-    mode = kernel_mode(opt)
+def choose_kernel(model, model_opt, opt):
+    """The running command's attention_kernel option (`opt`) for every self-attention of a built
+    model that can take the kernel, and in the model's options (`model_opt`, what its
+    checkpoints record). The kernel belongs to the run, not to the model: a checkpoint's option
+    (the one it was trained with, perhaps on another machine, perhaps before 'auto' was the
+    default) does not decide for onmt_translate or for a run resumed with train_from."""
+    mode = model_opt.attention_kernel = kernel_mode(opt)
     for module in model.modules():
         if getattr(module, "takes_kernel", False):
             module.kernel = mode

@@ -87,9 +87,10 @@ def unchecked(module, q, k, mask):
     if kind not in UNCHECKED:
         UNCHECKED.add(kind)
         logger.info("onmt-posenc: the fused Triton kernel runs %s unchecked (attention_kernel triton)", describe(kind))
-        if unfit(q):
+        why_unfit = unfit(q)
+        if why_unfit:
             logger.warning("onmt-posenc: attention_kernel triton puts %s on the fused Triton kernel, which auto "
-                           "would not: %s", describe(kind), unfit(q))
+                           "would not: %s", describe(kind), why_unfit)
     return True
 
 
