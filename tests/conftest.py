@@ -10,10 +10,10 @@ import inspect
 import itertools
 import re
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import prestarted
 import pytest
 import yaml
 
@@ -58,11 +58,10 @@ def command(name):
 
 
 def run(args, cwd=None, env=None, expect_ok=True, timeout=600):
-    """Run a command as a user would; on an unexpected exit show its output."""
+    """Run a command as a user would (a console script of this venv forked from a Python with
+    torch imported: tests/prestarted.py); on an unexpected exit show its output."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    result = subprocess.run(
-        [str(a) for a in args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
-    )
+    result = prestarted.run(args, cwd, full_env, timeout)
     if expect_ok and result.returncode != 0:
         pytest.fail(f"{args[0]} exited {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
@@ -190,21 +189,26 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "commands: trains a model or runs a command (left out by `make test-fast`)")
 
 
+def pytest_sessionfinish(session):
+    prestarted.close_all()
+
+
 # The test files that take longest, first (a clean run's --durations, summed per file: 650 s for
 # the runner's down to 54 s). `make test` hands each of its two workers whole files in this
 # order (--dist loadfile --no-loadscope-reorder), so the end is made of short files. With only
 # the first six listed, two files of 174 s and 91 s came near the end of the collection order:
 # 131 s less test work (the durations' sum) gave no shorter run (30 min 3 s against 29 min 47 s);
-# with the first twelve, 26 min 31 s. Today's order: an uncontended run of 2026-11-29 after
-# the layers stopped importing torch._dynamo (411 s for the runner's file, 23 s for the last
-# listed), longest first by its summed durations.
-LONGEST_FIRST = ["experiments/test_runner.py", "docs/test_docs.py", "model/test_export_ctranslate2.py",
-                 "model/test_fused_kernel_commands.py", "hooks/test_stock_opennmt.py", "model/test_gpu_check.py",
-                 "model/test_relative_attention.py", "analysis/test_analysis.py", "experiments/test_data_settings.py",
-                 "hooks/test_shape_commands.py", "corpora/test_kftt.py", "model/test_registries.py",
-                 "experiments/test_one_runner_per_run.py", "experiments/test_experiment_bad_input.py",
-                 "experiments/test_launcher.py", "model/test_perspe.py", "experiments/test_committed_reports.py",
-                 "hooks/test_bad_input.py", "model/test_kernel_resources.py", "model/test_fused_kernel.py"]
+# with the first twelve, 26 min 31 s. Today's order: a run of 2026-11-29 with the commands
+# forked (tests/prestarted.py; 280 s for the docs' file, 24 s for the last listed), longest
+# first by its summed durations.
+LONGEST_FIRST = ["docs/test_docs.py", "experiments/test_runner.py", "model/test_export_ctranslate2.py",
+                 "model/test_fused_kernel_commands.py", "model/test_fused_kernel.py",
+                 "experiments/test_data_settings.py", "model/test_gpu_check.py", "hooks/test_stock_opennmt.py",
+                 "analysis/test_analysis.py", "corpora/test_kftt.py", "experiments/test_one_runner_per_run.py",
+                 "model/test_registries.py", "experiments/test_committed_reports.py",
+                 "model/test_relative_attention.py", "experiments/test_launcher.py", "model/test_kernel_resources.py",
+                 "hooks/test_shape_commands.py", "analysis/test_analysis_bad_input.py", "test_layers.py",
+                 "hooks/test_bad_input.py"]
 
 
 def _file_rank(item):

@@ -16,9 +16,8 @@ ratio cap, no minimum length. The two tools' default length penalties differ
 defaults their beam outputs differ for reasons unrelated to the export.
 """
 import json
-import os
-import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import onmt  # noqa: F401  (activates the extension in this process too)
 import pytest
@@ -130,26 +129,11 @@ def config(workdir, name, steps, extra):
     )
 
 
-def run_two_at_a_time(jobs):
-    """Run (command, log file) jobs as a user would, two at once (CI has two
-    cores); fail on the first error, showing its log."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    pending, running = list(jobs), []
-    try:
-        while pending or running:
-            while pending and len(running) < 2:
-                args, log = pending.pop(0)
-                with open(log, "w") as out:
-                    process = subprocess.Popen([str(a) for a in args], env=env, stdout=out, stderr=subprocess.STDOUT)
-                running.append((args, log, process))
-            args, log, process = running[0]
-            if process.wait(timeout=600) != 0:
-                pytest.fail(f"{args[0]} exited {process.returncode}\n{log.read_text()[-5000:]}")
-            running.pop(0)
-    finally:  # a failure or a timeout leaves no job behind
-        for _, _, process in running:
-            process.kill()
-            process.wait()
+def run_two_at_a_time(commands):
+    """Run the commands as a user would, two at once (CI has two cores); fail on the first
+    error, showing its output."""
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(run, commands))
 
 
 @pytest.fixture(scope="module")
@@ -165,10 +149,8 @@ def checkpoints(workdir):
     run([command("onmt_build_vocab"), "-config", vocab, "-n_sample", "-1"])
     jobs = {name: (150, extra) for name, extra in TRAINED.items()}
     jobs.update({name: (1, extra) for name, extra in REFUSED.items()})
-    run_two_at_a_time(
-        ([command("onmt_train"), "-config", config(workdir, name, steps, extra)], workdir / f"{name}.train.log")
-        for name, (steps, extra) in jobs.items()
-    )
+    run_two_at_a_time([command("onmt_train"), "-config", config(workdir, name, steps, extra)]
+                      for name, (steps, extra) in jobs.items())
     paths = {name: workdir / f"{name}_step_{steps}.pt" for name, (steps, _) in jobs.items()}
     # The inference offset is used only in evaluation mode, so this checkpoint is
     # the one training with shape_inference_offset 0 would have saved.
@@ -190,14 +172,8 @@ def checkpoints(workdir):
 def exported(workdir, checkpoints):
     """Each variant released with the stock command, as a user would."""
     dirs = {name: workdir / f"ct2_{name}" for name in SCORED}
-    run_two_at_a_time(
-        (
-            [command("onmt_release_model"), "--model", checkpoints[name], "--output", dirs[name],
-             "--format", "ctranslate2"],
-            workdir / f"{name}.release.log",
-        )
-        for name in SCORED
-    )  # fmt: skip
+    run_two_at_a_time([command("onmt_release_model"), "--model", checkpoints[name], "--output", dirs[name],
+                       "--format", "ctranslate2"] for name in SCORED)
     return dirs
 
 
