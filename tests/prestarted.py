@@ -7,8 +7,10 @@ command's environment), that have done nothing but import torch. For each comman
 forks a child, which takes the command's arguments, environment, folder and output
 files and runs the console script's own file as `python SCRIPT ARGS...` would run it, then
 ends as the interpreter ends (threads joined, atexit handlers, exit status). The command is
-still its own process with the real script, the real OpenNMT-py and the .pth hook; what it
-does not do again is import torch.
+still its own process with the real script, the real OpenNMT-py and the .pth hook, with fresh
+random states and its output read through pipes to their end; what it does not do again is
+import torch. Two things show the difference: `ps` (/proc/PID/cmdline) names the server, not
+the command, and Python's hash seed is the server's.
 
 Only console scripts of this venv are forked, each from the server started in its own values
 of every variable read as an interpreter starts, torch is imported or the .pth hook runs
@@ -16,18 +18,22 @@ of every variable read as an interpreter starts, torch is imported or the .pth h
 this is all the difference. Others (bash, python -c) start fresh, and so does every command
 with ONMT_POSENC_TESTS_FRESH_PROCESSES=1 (the same tests pass either way).
 """
+import contextlib
 import json
+import locale
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 # Variables an interpreter, torch or the .pth hook (ONMT_POSENC) reads as it starts: a command whose values differ
 # from the server's is not forked.
-READ_AT_START = ("ONMT_POSENC", "PYTHON", "TORCH", "OMP_", "MKL_", "KMP_", "GOMP_", "TRITON", "CUDA", "LD_", "MALLOC_", "LC_", "LANG")
+READ_AT_START = ("ONMT_POSENC", "PYTHON", "PYTORCH", "TORCH", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "TRITON",
+                 "CUDA", "LD_", "MALLOC_", "LC_", "LANG", "TZ")
 FRESH = os.environ.get("ONMT_POSENC_TESTS_FRESH_PROCESSES") == "1"
 
 
@@ -88,28 +94,61 @@ class Server:
                                         stdout=subprocess.PIPE, text=True, bufsize=1)
 
     def run(self, args, cwd, env, timeout):
-        """subprocess.run(args, capture_output=True, text=True, ...)'s result, from a forked child."""
+        """subprocess.run(args, capture_output=True, text=True, ...)'s result, from a forked child.
+        Its output comes through named pipes, read to their end as subprocess reads its pipes: a
+        process the command leaves behind holding them is waited for, as it would be."""
         with tempfile.TemporaryDirectory() as folder:
-            out, err = Path(folder) / "stdout", Path(folder) / "stderr"
-            out.touch()
-            err.touch()
+            pipes = [Path(folder) / "stdout", Path(folder) / "stderr"]
+            for pipe in pipes:
+                os.mkfifo(pipe)
+            # opened before the request, so that the server's opening them to write does not wait
+            readers = [os.open(pipe, os.O_RDONLY | os.O_NONBLOCK) for pipe in pipes]
             request = {"argv": [str(a) for a in args], "cwd": str(cwd or os.getcwd()), "env": env,
-                       "stdout": str(out), "stderr": str(err)}
+                       "stdout": str(pipes[0]), "stderr": str(pipes[1])}
             self.process.stdin.write(json.dumps(request) + "\n")
-            pid = int(self.process.stdout.readline())
-            status = []
-            reader = threading.Thread(target=lambda: status.append(self.process.stdout.readline()))
-            reader.start()
-            reader.join(timeout)
-            if reader.is_alive():  # as subprocess.run: kill the command, then raise
-                os.kill(pid, signal.SIGKILL)
-                reader.join()
-                raise subprocess.TimeoutExpired(args, timeout, out.read_text(), err.read_text())
-            return subprocess.CompletedProcess(args, int(status[0]), out.read_text(), err.read_text())
+            pid = int(self.reply("the command's process id"))
+            # the child holds the pipes' write ends now (or has closed them): read to their end
+            outputs, status = [[] for _ in readers], []
+            threads = [threading.Thread(target=read_to_end, args=(fd, output), daemon=True)
+                       for fd, output in zip(readers, outputs)]
+            threads.append(threading.Thread(target=lambda: status.append(self.reply("the exit status")), daemon=True))
+            try:
+                for thread in threads:
+                    thread.start()
+                deadline = time.monotonic() + timeout
+                for thread in threads:
+                    thread.join(max(0.0, deadline - time.monotonic()))
+                if any(thread.is_alive() for thread in threads):  # as subprocess.run: kill it, then raise
+                    raise subprocess.TimeoutExpired(args, timeout, *map(text, outputs))
+            except BaseException:  # a timeout, or the test stopped: the command does not outlive it
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                threads[-1].join(5)
+                raise
+            return subprocess.CompletedProcess(args, int(status[0]), *map(text, outputs))
+
+    def reply(self, what):
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the server forking the tests' commands ended (status {self.process.wait()}) "
+                               f"before it sent {what}")
+        return line
 
     def close(self):
         self.process.stdin.close()
         self.process.wait()
+
+
+def read_to_end(fd, chunks):
+    with os.fdopen(fd, "rb") as pipe:
+        os.set_blocking(fd, True)
+        chunks.extend(iter(lambda: pipe.read1(65536), b""))
+
+
+def text(chunks):
+    """Bytes as subprocess's text mode decodes them."""
+    decoded = b"".join(chunks).decode(locale.getpreferredencoding(False))
+    return decoded.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def serve():
@@ -123,35 +162,52 @@ def serve():
     os.dup2(null, 1)
     for line in requests:
         request = json.loads(line)
+        outputs = [os.open(request[name], os.O_WRONLY) for name in ("stdout", "stderr")]
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             requests.close()
             replies.close()
-            run_script(request)
+            run_script(request, outputs)
+        for fd in outputs:
+            os.close(fd)
         replies.write(f"{pid}\n")
         _, status = os.waitpid(pid, 0)
         replies.write(f"{os.waitstatus_to_exitcode(status)}\n")
 
 
-def run_script(request):
-    """In the child: become the command, run its script, end as the interpreter would."""
+def run_script(request, outputs):
+    """In the child: become the command, run its script as the __main__ module, end as the
+    interpreter ends (threads joined, atexit handlers, the module's globals cleared, so that
+    their finalizers run; KeyboardInterrupt kills it with SIGINT)."""
     import atexit
-    import runpy
+    import builtins
+    import importlib.machinery
+    import types
 
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        output = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    for fd, output in zip((1, 2), outputs):
         os.dup2(output, fd)
         os.close(output)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    time.tzset()
+    reseed()
     script = request["argv"][0]
     sys.argv = list(request["argv"])
+    sys.orig_argv = [sys.executable, *sys.argv]
     sys.path[0] = os.path.dirname(script)
+    if "multiprocessing.process" in sys.modules:  # the folder it started in, where spawn resolves paths
+        sys.modules["multiprocessing.process"].ORIGINAL_DIR = os.getcwd()
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", script))
+    sys.modules["__main__"] = main
+    interrupted = False
     try:
-        runpy.run_path(script, run_name="__main__")
+        with open(script, "rb") as source:
+            exec(compile(source.read(), script, "exec"), main.__dict__)
         code = 0
     except SystemExit as stop:
         if stop.code is None or isinstance(stop.code, int):
@@ -164,12 +220,27 @@ def run_script(request):
         while frames is not None and frames.tb_frame.f_code.co_filename != script:
             frames = frames.tb_next
         sys.excepthook(type(error), error.with_traceback(frames), frames)
-        code = 1
+        code, interrupted = 1, isinstance(error, KeyboardInterrupt)
     threading._shutdown()
     atexit._run_exitfuncs()
+    for name in list(main.__dict__):
+        main.__dict__[name] = None
     sys.stdout.flush()
     sys.stderr.flush()
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     os._exit(code & 0xFF)
+
+
+def reseed():
+    """A fresh process's random states: torch's and numpy's global generators draw their seeds
+    at start-up (Python's `random` is reseeded at fork already). Its hash seed stays the server's."""
+    import torch
+
+    torch.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
 
 
 if __name__ == "__main__":

@@ -133,7 +133,13 @@ def run_two_at_a_time(commands):
     """Run the commands as a user would, two at once (CI has two cores); fail on the first
     error, showing its output."""
     with ThreadPoolExecutor(2) as pool:
-        list(pool.map(run, commands))
+        jobs = [pool.submit(run, args) for args in commands]
+        try:
+            for job in jobs:
+                job.result()
+        finally:  # after a failure, the commands not started yet are not
+            for job in jobs:
+                job.cancel()
 
 
 @pytest.fixture(scope="module")
