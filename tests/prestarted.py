@@ -111,7 +111,7 @@ class Server:
             outputs, status = [[] for _ in readers], []
             threads = [threading.Thread(target=read_to_end, args=(fd, output), daemon=True)
                        for fd, output in zip(readers, outputs)]
-            threads.append(threading.Thread(target=lambda: status.append(self.reply("the exit status")), daemon=True))
+            threads.append(threading.Thread(target=self.reply_into, args=(status, "the exit status"), daemon=True))
             try:
                 for thread in threads:
                     thread.start()
@@ -125,7 +125,16 @@ class Server:
                     os.kill(pid, signal.SIGKILL)
                 threads[-1].join(5)
                 raise
+            if isinstance(status[0], Exception):
+                raise status[0]
             return subprocess.CompletedProcess(args, int(status[0]), *map(text, outputs))
+
+    def reply_into(self, replies, what):
+        """`reply` in a thread: the line, or the error that stood for it."""
+        try:
+            replies.append(self.reply(what))
+        except RuntimeError as error:
+            replies.append(error)
 
     def reply(self, what):
         line = self.process.stdout.readline()
