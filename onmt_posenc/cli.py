@@ -34,6 +34,15 @@ COMMANDS = {
 }
 
 
+def step_left_out(error):
+    """The one-line fix for a module missing from the installation (OpenNMT-py, torch, a
+    dependency, imported as a command starts or while it runs); our own module missing is a bug."""
+    missing = (error.name or "").split(".")[0]
+    if missing in ("", "onmt_posenc"):
+        raise error
+    return fix_for_missing(missing)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """A bad argument in one line, `onmt-posenc COMMAND: error: ...` (exit 2), as the
     commands' own errors; `-h` shows the usage."""
@@ -55,14 +64,14 @@ def main(argv=None):
                 module = importlib.import_module(module_name)
                 module.add_arguments(sub)  # which may import what the command needs
             except ModuleNotFoundError as error:  # an install step skipped (OpenNMT-py, torch, pip --no-deps)
-                missing = (error.name or "").split(".")[0]
-                if missing == "onmt_posenc":
-                    raise  # our own module missing: a bug, not an installation to complete
-                parser.exit(2, f"onmt-posenc {name}: error: {fix_for_missing(missing)}\n")
+                parser.exit(2, f"onmt-posenc {name}: error: {step_left_out(error)}\n")
             sub.set_defaults(run=module.main)
     args = parser.parse_args(chosen)
     try:
         return args.run(args)
+    except ModuleNotFoundError as error:  # imported only as the command works (OpenNMT-py to load a model)
+        print(f"onmt-posenc {args.command}: error: {step_left_out(error)}", file=sys.stderr)
+        return 2
     # before UserError, which it is: a stock command that failed on input that passed the checks
     except StockCommandError as error:
         print(f"onmt-posenc {args.command}: error: {error}", file=sys.stderr)
