@@ -7,8 +7,10 @@ import argparse
 import importlib
 import sys
 
+from onmt_posenc import __version__
 from onmt_posenc.core.errors import UserError
 from onmt_posenc.hooks.stock import StockCommandError
+from onmt_posenc.installation import fix_for_missing
 
 COMMANDS = {
     "chunk-ja": ("onmt_posenc.data.chunk_japanese", "Japanese phrase boundaries for perSPE (MeCab + nltk RegexpParser)"),
@@ -28,7 +30,17 @@ COMMANDS = {
     "speed": ("onmt_posenc.analysis.speed", "forward-backward tokens/s of checkpoints relative to a baseline, same batches"),
     "position-ablation": ("onmt_posenc.analysis.position_ablation", "features and perplexity with the position encoding removed"),
     "length-penalty": ("onmt_posenc.analysis.length_penalty", "BLEU with each length penalty, chosen on valid: how much is length"),
+    "doctor": ("onmt_posenc.installation", "check the installation: OpenNMT-py, torch and CUDA, Triton, the start-up hook, ONMT_POSENC"),
 }
+
+
+def step_left_out(error):
+    """The one-line fix for a module missing from the installation (OpenNMT-py, torch, a
+    dependency, imported as a command starts or while it runs); our own module missing is a bug."""
+    missing = (error.name or "").split(".")[0]
+    if missing in ("", "onmt_posenc"):
+        raise error
+    return fix_for_missing(missing)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -41,6 +53,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def main(argv=None):
     parser = OneLineParser(prog="onmt-posenc", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"onmt-posenc {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = argv if argv is not None else sys.argv[1:]
     for name, (module_name, summary) in COMMANDS.items():
@@ -50,15 +63,15 @@ def main(argv=None):
             try:
                 module = importlib.import_module(module_name)
                 module.add_arguments(sub)  # which may import what the command needs
-            except ModuleNotFoundError as error:  # installed without its dependencies (pip --no-deps)
-                if (error.name or "").split(".")[0] == "onmt_posenc":
-                    raise  # our own module missing: a bug, not an installation to complete
-                parser.exit(2, f"onmt-posenc {name}: error: needs the Python module {error.name!r}, which is not "
-                               "installed; `make setup` (or `pip install -e .`) installs what every command needs\n")
+            except ModuleNotFoundError as error:  # an install step skipped (OpenNMT-py, torch, pip --no-deps)
+                parser.exit(2, f"onmt-posenc {name}: error: {step_left_out(error)}\n")
             sub.set_defaults(run=module.main)
     args = parser.parse_args(chosen)
     try:
         return args.run(args)
+    except ModuleNotFoundError as error:  # imported only as the command works (OpenNMT-py to load a model)
+        print(f"onmt-posenc {args.command}: error: {step_left_out(error)}", file=sys.stderr)
+        return 2
     # before UserError, which it is: a stock command that failed on input that passed the checks
     except StockCommandError as error:
         print(f"onmt-posenc {args.command}: error: {error}", file=sys.stderr)

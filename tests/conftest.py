@@ -208,7 +208,7 @@ LONGEST_FIRST = ["docs/test_docs.py", "experiments/test_runner.py", "model/test_
                  "model/test_registries.py", "experiments/test_committed_reports.py",
                  "model/test_relative_attention.py", "experiments/test_launcher.py", "model/test_kernel_resources.py",
                  "hooks/test_shape_commands.py", "analysis/test_analysis_bad_input.py", "test_layers.py",
-                 "hooks/test_bad_input.py"]
+                 "packaging/test_package.py", "hooks/test_bad_input.py"]
 
 
 def _file_rank(item):

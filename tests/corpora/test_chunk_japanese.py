@@ -137,5 +137,6 @@ def test_a_command_whose_dependency_is_missing_says_which_in_one_line(monkeypatc
         cli.main(["chunk-ja", "--help"])
     assert stopped.value.code == 2
     assert capsys.readouterr().err == (
-        "onmt-posenc chunk-ja: error: needs the Python module 'MeCab', which is not installed; `make setup` "
-        "(or `pip install -e .`) installs what every command needs\n")
+        "onmt-posenc chunk-ja: error: needs the Python module 'MeCab', which is not installed; this package's "
+        "dependencies are missing (installed with --no-deps?): install onmt-posenc again without --no-deps (in a "
+        "clone: `pip install .`, or `make setup` with the tests' packages)\n")
