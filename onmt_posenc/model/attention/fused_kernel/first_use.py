@@ -11,8 +11,9 @@ and every gradient (q, k, v, the tables). The kernel passes where each of its er
 float64 (the RMS error and the error along the reference, `error_ratios`) is at most
 ERROR_RATIO times the larger of the PyTorch path's own error in the same dtype and the floor
 that rounding allows there (`floors`), the way FlashAttention's tests bind their kernels to the
-PyTorch path's error. The tests bind the kernel by the same function. A compile error or a miss turns the kernel off for
-that kind of call in this process, with one warning line that says why; the PyTorch path runs.
+PyTorch path's error; the tests bind the kernel by the same function. A compile error or a miss
+turns the kernel off for that kind of call in this process, with one warning line that says why
+(the tensor, its error, the ratio judged and what it divided by); the PyTorch path runs.
 It takes a few seconds (the compiles, on a GPU); the global random state is left as it was.
 """
 import copy
@@ -197,8 +198,9 @@ def floors(dtype, terms):
     J. Sci. Comput. 41(5), 2019, Thm. 3.1): sqrt(terms) u32 of the RMS more. In float32 that is
     the larger part (1,600 u at the tests' Music K = 100, where the kernel's RMS error in the
     values projection's gradient is 39 u and the PyTorch path's 14 u); in float16 and bfloat16
-    it is under 0.5 u and 0.1 u at the check's problem. Where the terms cancel (a gradient summed over pairs
-    whose weights sum to zero) the error is larger than this; the PyTorch path shows it too.
+    it is under 0.5 u and 0.1 u at the check's problem. Where the terms cancel (a gradient summed
+    over pairs whose weights sum to zero) the error is larger than this; the PyTorch path's error
+    shows it too.
 
     Scale: round to nearest is unbiased, so rounding errors average out along the reference;
     one rounding of every entry in the same direction would make a scale error of u. Up to half
