@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
+from onmt.utils.logging import logger
 
 # The head sizes a tile's matrix products take (tl.arange needs a power of two, tl.dot >= 16)
 HEAD_SIZES = (16, 32, 64, 128)
@@ -64,6 +65,15 @@ def triton_installed():
     return importlib.util.find_spec("triton") is not None
 
 
+# CUDA's limit on a launch grid's axes 1 and 2 (axis 0's is 2^31 - 1). Every launch of the kernels
+# (forward, both backward kernels, the dropout mask's) puts batch x heads on axis 1 and the blocks
+# of queries or keys (at most 2^31 / 16) on axis 0; translation's batch is the sentences times the
+# beam (8 heads: 8,191 sequences).
+GRID_AXIS_LIMIT = 65_535
+# The batch x heads of the calls that were over GRID_AXIS_LIMIT in this process (the log says so at the first)
+OVER_GRID = set()
+
+
 def usable(q):
     """Can the kernels compute attention for these scaled queries (batch, heads, Lq, d)?"""
     return (
@@ -71,7 +81,22 @@ def usable(q):
         and q.dtype in DTYPES
         and (q.device.type == "cuda" or (q.device.type == "cpu" and interpreted()))
         and triton_installed()
+        and fits_grid(q)
     )
+
+
+def fits_grid(q):
+    """Does batch x heads fit a launch grid's axis 1 (GRID_AXIS_LIMIT)? Where it does not, the
+    PyTorch path runs (the log says so once), on the CPU's interpreter too, which has no limit."""
+    programs = q.size(0) * q.size(1)
+    if programs <= GRID_AXIS_LIMIT:
+        return True
+    if not OVER_GRID:
+        logger.info("onmt-posenc: batch x heads %d x %d = %d is over the %d programs a CUDA launch grid takes on "
+                    "its axis 1: the PyTorch path runs such calls, not the fused Triton kernel", q.size(0), q.size(1),
+                    programs, GRID_AXIS_LIMIT)
+    OVER_GRID.add(programs)
+    return False
 
 
 @dataclass
