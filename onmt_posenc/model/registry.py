@@ -26,3 +26,10 @@ def import_every_module(package, path):
     """Import every module of a package folder, so that each registers itself."""
     for module in pkgutil.iter_modules(path):
         importlib.import_module(f"{package}.{module.name}")
+
+
+def settings_text(module):
+    """`name=value, ...` of a registered module's `settings` (the names of the attributes that
+    hold its own settings, declared by its class): its `extra_repr`, which the model print and
+    the log line of what runs (hooks.model_builder) show."""
+    return ", ".join(f"{name}={getattr(module, name)!r}" for name in module.settings)
