@@ -41,7 +41,7 @@ def read_config_includes_and_flag_values():
     ours adds `include:` (onmt_posenc.config.include). Its flags (store_true and
     store_false: `-position_encoding`, ...) are config_flags' (`-position_encoding false`
     means false), registered under argparse's names so that every option, OpenNMT-py's and
-    ours, takes them."""
+    ours, takes them; so is the type of its `type=bool` options (`penn: false` is false)."""
     from onmt.utils.parse import ArgumentParser
 
     from onmt_posenc.config import flags as config_flags
@@ -54,6 +54,7 @@ def read_config_includes_and_flag_values():
         stock_init(self, *args, **kwargs)
         self.register("action", "store_true", config_flags.StoreTrueOrWord)
         self.register("action", "store_false", config_flags.StoreFalseOrWord)
+        self.register("type", bool, config_flags.boolean_word)  # argparse looks types up here first
 
     ArgumentParser.__init__ = __init__
 

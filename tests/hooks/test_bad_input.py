@@ -132,6 +132,16 @@ def test_a_flag_on_the_command_line_means_what_it_says(workdir):
         assert line.endswith("`-position_encoding false` on the command line) (set in the command line)")
 
 
+@pytest.mark.parametrize("where", ["config", "command line"])
+def test_a_bool_option_set_false_is_false(workdir, where):
+    """OpenNMT-py's `type=bool` options (the normalize transform's) were bool(text): YAML's
+    `penn: false` reached them as 'False', which is true. A checkpoint keeps the parsed options."""
+    name = f"bool_{where.replace(' ', '_')}"
+    config = config_with(workdir, name, **({"penn": False} if where == "config" else {}))
+    run([command("onmt_train"), "-config", config, *(["-penn", "false"] if where == "command line" else [])])
+    assert checkpoints.safe_load(torch.load)(workdir / f"{name}_step_1.pt", map_location="cpu")["opt"].penn is False
+
+
 def test_a_flag_with_another_word_is_refused_naming_the_yaml_form(workdir):
     config = config_with(workdir, "flag_word")
     result = run([command("onmt_train"), "-config", config, "-position_encoding", "flase"], expect_ok=False)
