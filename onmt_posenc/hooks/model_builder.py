@@ -4,8 +4,6 @@ said in the log (in onmt_train's and onmt_translate's alike: both build the mode
 layers built without the meta device."""
 import functools
 
-from onmt.utils.logging import logger
-
 from onmt_posenc.model import options
 
 SIDE_NAMES = {"src": "encoder", "tgt": "decoder"}
@@ -15,6 +13,7 @@ def build_position_encodings():
     """Replace the `pe` module that `build_embeddings` made with the chosen scheme, and say
     which, with its settings (the module's `extra_repr`)."""
     from onmt import model_builder
+    from onmt.utils.logging import logger
 
     from onmt_posenc.model import positions
 
@@ -40,6 +39,7 @@ def build_attention():
     which `build_base_model` calls for training and for translation: before
     parameters are initialized or loaded, with OpenNMT-py's parameter names."""
     from onmt import model_builder
+    from onmt.utils.logging import logger
 
     from onmt_posenc.model import attention
 
