@@ -223,7 +223,7 @@ class SelfAttention(MultiHeadedAttention):
             context, attn = self.attend(q, k, v, mask, return_attn)
             if not self.on_sdpa:
                 why = ("the attention weights are asked for" if return_attn else self.plain_path_why
-                       or "self_attn_type scaled-dot")
+                       or ("self_attn_type scaled-dot" if not self.fused else f"{type(self).__name__}.attend takes it"))
                 log_path(self, PLAIN_LOGGED, call_entry(self, q, "no mask" if mask is None else "mask",
                                                         self.dropout_p if self.training else 0.0),
                          ("PyTorch's plain path", why), lambda: self.kernel_declined(q, k, mask, return_attn))
