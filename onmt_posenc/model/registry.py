@@ -28,6 +28,15 @@ def import_every_module(package, path):
         importlib.import_module(f"{package}.{module.name}")
 
 
+def check_minimums(minimums, opt):
+    """Raise ValueError for an option of `minimums` ({option: its least value}, a registered
+    class's `option_minimums`) set below its least value."""
+    for key, least in minimums.items():
+        value = getattr(opt, key, None)
+        if value is not None and value < least:
+            raise ValueError(f"{key} must be >= {least}, got {value}")
+
+
 def settings_text(module):
     """`name=value, ...` of a registered module's `settings` (the names of the attributes that
     hold its own settings, declared by its class): its `extra_repr`, which the model print and

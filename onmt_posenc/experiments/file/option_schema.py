@@ -27,13 +27,15 @@ REFUSED_IN_TRAINING = (*RUNNER_KEYS, "seed")
 
 
 def option_minimums():
-    """{option: its least value} where the extension checks one."""
+    """{option: its least value} where the extension checks one (each registered position
+    scheme's and self-attention variant's `option_minimums`, the schedule's counts)."""
     from onmt_posenc.hooks.preflight import SCHEDULE_STEPS
+    from onmt_posenc.model.attention import ATTENTIONS
     from onmt_posenc.model.positions import POSITION_ENCODINGS
 
     minimums = dict.fromkeys(SCHEDULE_STEPS, 1)
-    for scheme in POSITION_ENCODINGS.values():
-        minimums.update(scheme.option_minimums)
+    for registered in (*POSITION_ENCODINGS.values(), *ATTENTIONS.values()):
+        minimums.update(registered.option_minimums)
     return minimums
 
 

@@ -9,7 +9,7 @@ from torch.nn.attention import SDPBackend
 
 from onmt_posenc.model.attention import ATTENTIONS, fused_kernel, register_attention
 from onmt_posenc.model.attention.fused_kernel import first_use
-from onmt_posenc.model.registry import settings_text
+from onmt_posenc.model.registry import check_minimums, settings_text
 
 
 def masked_value(dtype):
@@ -104,6 +104,9 @@ class SelfAttention(MultiHeadedAttention):
     implied_when = None
     # The options it adds itself (add_options): set with another variant, an error
     own_options = ()
+    # {option: the least value it takes}, checked by `check_options` and written into the
+    # experiment file's JSON Schema (onmt-posenc schema)
+    option_minimums = {}
     # It clips distances at max_relative_positions, which must then be > 0 (else it takes none)
     needs_distance = True
     # CTranslate2's flash attention (CUDA decoders) computes its positions too: where it drops
@@ -142,6 +145,7 @@ class SelfAttention(MultiHeadedAttention):
         if not cls.needs_distance and opt.max_relative_positions != 0:
             raise ValueError(f"relative_attention {cls.name} takes no distance: max_relative_positions must be 0, "
                              f"got {opt.max_relative_positions}")
+        check_minimums(cls.option_minimums, opt)
         for owner in ATTENTIONS.values():
             for name in owner.own_options:
                 if owner is not cls and getattr(opt, name, None) is not None:

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from onmt_posenc.model.registry import import_every_module, registering, settings_text
+from onmt_posenc.model.registry import check_minimums, import_every_module, registering, settings_text
 
 # OpenNMT-py's sinusoid table has this many rows; SHAPE's and perSPE's add room.
 ONMT_TABLE_ROWS = 5000
@@ -116,10 +116,7 @@ class PositionScheme:
     @classmethod
     def check_minimums(cls, opt):
         """Raise ValueError for an option of `option_minimums` set below its least value."""
-        for key, least in cls.option_minimums.items():
-            value = getattr(opt, key, None)
-            if value is not None and value < least:
-                raise ValueError(f"{key} must be >= {least}, got {value}")
+        check_minimums(cls.option_minimums, opt)
 
     def extra_repr(self):
         scale = "sqrt(d)" if self.embedding_scale is None else self.embedding_scale
