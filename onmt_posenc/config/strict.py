@@ -20,21 +20,27 @@ class UnknownOptionError(UserError, ValueError):
 
 
 @functools.lru_cache(maxsize=None)
-def known_option_names():
-    """Every option name of onmt_build_vocab, onmt_train and onmt_translate (with the extension's)."""
+def command_parsers():
+    """{command: its option parser} of onmt_train, onmt_translate and onmt_build_vocab (with the
+    extension's options)."""
     from onmt import opts
     from onmt.utils.parse import ArgumentParser
 
-    names = set()
-    for add_options in (
-        opts.train_opts,
-        opts.translate_opts,
-        functools.partial(opts.data_prepare_opts, build_vocab_only=True),
+    parsers = {}
+    for command, add_options in (
+        ("onmt_train", opts.train_opts),
+        ("onmt_translate", opts.translate_opts),
+        ("onmt_build_vocab", functools.partial(opts.data_prepare_opts, build_vocab_only=True)),
     ):
-        parser = ArgumentParser()
-        add_options(parser)
-        names.update(s.lstrip("-") for s in parser._option_string_actions)
-    return frozenset(names)
+        parsers[command] = ArgumentParser()
+        add_options(parsers[command])
+    return parsers
+
+
+@functools.lru_cache(maxsize=None)
+def known_option_names():
+    """Every option name of onmt_build_vocab, onmt_train and onmt_translate (with the extension's)."""
+    return frozenset(s.lstrip("-") for parser in command_parsers().values() for s in parser._option_string_actions)
 
 
 def unknown_keys(extra_args):

@@ -1,14 +1,19 @@
 """Hooks into OpenNMT-py's model builder (onmt.model_builder): each side's position module
-and the self-attention variant put in place, before parameters are initialized or loaded;
-its layers built without the meta device."""
+and the self-attention variant put in place, before parameters are initialized or loaded, and
+said in the log (in onmt_train's and onmt_translate's alike: both build the model here); its
+layers built without the meta device."""
 import functools
 
 from onmt_posenc.model import options
 
+SIDE_NAMES = {"src": "encoder", "tgt": "decoder"}
+
 
 def build_position_encodings():
-    """Replace the `pe` module that `build_embeddings` made with the chosen scheme."""
+    """Replace the `pe` module that `build_embeddings` made with the chosen scheme, and say
+    which, with its settings (the module's `extra_repr`)."""
     from onmt import model_builder
+    from onmt.utils.logging import logger
 
     from onmt_posenc.model import positions
 
@@ -21,7 +26,8 @@ def build_position_encodings():
         choice = getattr(opt, f"{side}_position_encoding", None)
         if choice is None:  # a caller that skipped validation: resolve now
             choice = getattr(options.resolve_position_options(opt), f"{side}_position_encoding")
-        positions.install_position_encoding(embeddings, choice, opt)
+        module = positions.install_position_encoding(embeddings, choice, opt)
+        logger.info("onmt-posenc positions of the %s: %s", SIDE_NAMES[side], positions.described(choice, module))
         return embeddings
 
     model_builder.build_embeddings = build_embeddings
@@ -33,6 +39,7 @@ def build_attention():
     which `build_base_model` calls for training and for translation: before
     parameters are initialized or loaded, with OpenNMT-py's parameter names."""
     from onmt import model_builder
+    from onmt.utils.logging import logger
 
     from onmt_posenc.model import attention
 
@@ -41,7 +48,8 @@ def build_attention():
     @functools.wraps(stock_build_task_specific_model)
     def build_task_specific_model(model_opt, vocabs):
         model = stock_build_task_specific_model(model_opt, vocabs)
-        attention.install(model, options.resolve_attention_options(model_opt))
+        for side, described in attention.install(model, options.resolve_attention_options(model_opt)).items():
+            logger.info("onmt-posenc self-attention of the %s: %s", SIDE_NAMES[side], described)
         return model
 
     model_builder.build_task_specific_model = build_task_specific_model

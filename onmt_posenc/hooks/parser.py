@@ -1,6 +1,8 @@
 """Hooks into OpenNMT-py's option parsing (onmt.opts, onmt.utils.parse.ArgumentParser): the
-extension's options, `include:`, unknown keys refused, each side's position and attention
-options resolved wherever model options are validated."""
+extension's options, `include:`, unknown keys refused, a flag's `true`/`false` on the command line
+read as it says, each side's position and attention options resolved wherever model options
+are validated."""
+import argparse
 import functools
 import re
 import sys
@@ -34,10 +36,15 @@ def add_options():
     opts.translate_opts = translate_opts
 
 
-def read_config_includes():
+def read_config_includes_and_flag_values():
     """OpenNMT-py's parser reads YAML with configargparse's YAMLConfigFileParser;
-    ours adds `include:` (onmt_posenc.config.include)."""
+    ours adds `include:` (onmt_posenc.config.include). Its flags (store_true and
+    store_false: `-position_encoding`, ...) are config_flags' (`-position_encoding false`
+    means false), registered under argparse's names so that every option, OpenNMT-py's and
+    ours, takes them; so is the type of its `type=bool` options (`penn: false` is false)."""
     from onmt.utils.parse import ArgumentParser
+
+    from onmt_posenc.config import flags as config_flags
 
     stock_init = ArgumentParser.__init__
 
@@ -45,6 +52,9 @@ def read_config_includes():
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("config_file_parser_class", config_include.IncludingYAMLConfigFileParser)
         stock_init(self, *args, **kwargs)
+        self.register("action", "store_true", config_flags.StoreTrueOrWord)
+        self.register("action", "store_false", config_flags.StoreFalseOrWord)
+        self.register("type", bool, config_flags.boolean_word)  # argparse looks types up here first
 
     ArgumentParser.__init__ = __init__
 

@@ -26,7 +26,7 @@ def activate():
     data_pipeline.dump_samples_before_the_pool_ends()
     data_pipeline.say_how_to_build_the_vocabulary_again()
     parser.add_options()
-    parser.read_config_includes()
+    parser.read_config_includes_and_flag_values()
     parser.reject_unknown_config_keys()
     parser.validate_options()
     model_builder.build_layers_without_the_meta_device()

@@ -92,8 +92,9 @@ def resolve_attention_options(opt):
     if getattr(opt, "position_encoding", False) and opt.max_relative_positions != 0:
         raise ValueError(
             f"position_encoding is true with max_relative_positions {opt.max_relative_positions}: OpenNMT-py's "
-            "model takes absolute positions or positions in its attention, not both (position_encoding: "
-            "false for rotary, ALiBi or relative attention)"
+            "model takes absolute positions or positions in its attention, not both (position_encoding false "
+            "for rotary, ALiBi or relative attention: `position_encoding: false` in a config, `-position_encoding "
+            "false` on the command line)"
         )
     if opt.max_relative_positions < -2:
         raise ValueError(f"max_relative_positions must be >= -2 (-1: rotary, -2: ALiBi, 0: none, K > 0: "

@@ -153,3 +153,81 @@ def test_set_null_removes_the_files_key_and_the_default_holds(tmp_path):
     assert (run.config["train_steps"], run.config["word_embedding_scale"]) == (7, "sqrt_d")
     (run,) = experiments.load(path, ["settings.word_embedding_scale=null", "settings.train_steps=~"]).runs
     assert run.config["train_steps"] == 9 and "word_embedding_scale" not in run.config
+
+
+# Mistakes in the OpenNMT-py keys (settings, methods, a data setting's settings, evaluation.translate)
+# that the JSON Schema, generated from the commands' parsers, flags: (change, the key's path, the message)
+PLANTED = [
+    ({"methods": {"shape": {"shape_max_shfit": 20}}}, "$.methods.shape",
+     "Additional properties are not allowed ('shape_max_shfit' was unexpected)"),
+    ({"settings": {"warmup_step": 8000}}, "$.settings",
+     "Additional properties are not allowed ('warmup_step' was unexpected)"),
+    ({"methods": {"shape": {"shape_max_shift": -20}}}, "$.methods.shape.shape_max_shift",
+     "-20 is less than the minimum of 0"),
+    ({"settings": {"train_steps": 0}}, "$.settings.train_steps", "0 is less than the minimum of 1"),
+    ({"settings": {"model_dtype": "fp64"}}, "$.settings.model_dtype", "'fp64' is not one of ['fp32', 'fp16']"),
+    ({"settings": {"position_encoding": "off"}}, "$.settings.position_encoding", "'off' is not of type 'boolean'"),
+    ({"settings": {"dropout": [0.1, "x"]}}, "$.settings.dropout[1]", "'x' is not of type 'number'"),
+    ({"data": {"toy": {"synthetic": {}, "settings": {"save_model": "x"}}}}, "$.data.toy.settings",
+     "Additional properties are not allowed ('save_model' was unexpected)"),  # the runner's key
+    ({"evaluation": {"translate": {"beam_size": "four"}}}, "$.evaluation.translate.beam_size",
+     "'four' is not of type 'integer'"),
+    ({"data": {"toy": {"synthetic": {}, "extrapolate": "many"}}}, "$.data.toy.extrapolate",
+     "'many' is not of type 'integer', 'null'"),  # a key that may be left empty: still its own message
+]
+
+
+@pytest.mark.parametrize("change, where, message", PLANTED, ids=[w for _, w, _ in PLANTED])
+def test_a_planted_mistake_fails_the_json_schema_naming_the_key(printed_schema, change, where, message):
+    mapping = {"methods": {"ape": {}, "shape": {"shape_max_shift": 10}}, "data": {"toy": {"synthetic": {}}}}
+    mapping = {**mapping, **change}
+    flagged = [(error.json_path, error.message) for error in
+               jsonschema.Draft202012Validator(printed_schema).iter_errors(mapping)]
+    assert flagged == [(where, message)]
+
+
+def test_the_schema_s_opennmt_keys_are_the_runner_s(printed_schema):
+    """Every option of onmt_train, onmt_translate and onmt_build_vocab (the extension's too) but the
+    runner's own keys; evaluation.translate: onmt_translate's but those the runner gives."""
+    from onmt_posenc.config.strict import command_parsers
+    from onmt_posenc.experiments.file.spec import RUNNER_KEYS, RUNNER_TRANSLATE_KEYS
+
+    def keys(parser):
+        return {key for action in parser._actions for key in parser.get_possible_config_keys(action)
+                if not key.startswith("-") and not getattr(action, "is_config_file_arg", False) and key != "help"}
+
+    parsers = command_parsers()
+    training = printed_schema["$defs"]["OpenNMTTrainingOptions"]["properties"]
+    assert set(training) == set().union(*map(keys, parsers.values())) - {*RUNNER_KEYS, "seed"}
+    translation = printed_schema["$defs"]["OpenNMTTranslationOptions"]["properties"]
+    assert set(translation) == keys(parsers["onmt_translate"]) - set(RUNNER_TRANSLATE_KEYS)
+    assert training["shape_max_shift"]["minimum"] == 0 and training["shape_inference_offset"]["minimum"] == 0
+    assert training["src_position_encoding"]["enum"] == list(parsers["onmt_train"]._option_string_actions[
+        "-src_position_encoding"].choices)
+
+
+# Mistakes in OpenNMT-py keys that the runner's own checks find: (the file, the key whose line is named,
+# the message after it)
+RUNNER_REFUSES = [
+    ("methods:\n  ape: {}\n  shape:\n    shape_max_shfit: 20\n", "shape_max_shfit",
+     "methods.shape.shape_max_shfit: unknown option; did you mean 'shape_max_shift'?"),
+    ("settings:\n  train_steps: 10\n  warmup_step: 8000\nmethods:\n  ape: {}\n", "warmup_step",
+     "settings.warmup_step: unknown option; did you mean 'warmup_steps'?"),
+    ("methods:\n  ape: {}\n  shape:\n    shape_max_shift: -20\n", "shape_max_shift",
+     "methods.shape.shape_max_shift: must be >= 0, got -20"),
+    ("methods:\n  ape:\n    seed: 3\n", "seed",
+     "methods.ape.seed: each run's seed is set by grid.seed (default [1]); list the seeds there"),
+    ("methods:\n  ape: {}\nevaluation:\n  translate:\n    model: m.pt\n", "model",
+     "evaluation.translate sets ['model'], which the runner sets for every translation"),
+]
+
+
+@pytest.mark.parametrize("text, key, message", RUNNER_REFUSES, ids=[k for _, k, _ in RUNNER_REFUSES])
+def test_onmt_posenc_run_names_the_line_of_a_bad_opennmt_key(tmp_path, text, key, message):
+    path = tmp_path / "exp.yaml"
+    path.write_text(text + "data:\n  toy:\n    synthetic: {}\n", encoding="utf-8")
+    line = next(number for number, row in enumerate(text.splitlines(), 1) if row.strip().startswith(f"{key}:"))
+    result = run([command("onmt-posenc"), "run", path, "--output", tmp_path / "runs"], cwd=tmp_path,
+                 expect_ok=False)
+    assert result.stderr.splitlines() == [f"onmt-posenc run: error: {path}:{line}: {message}"]
+    assert not (tmp_path / "runs").exists()

@@ -66,7 +66,8 @@ def config_with(workdir, name, corpus=None, **overrides):
      "word_vec_size 32 differs from hidden_size 64: a Transformer's embeddings are of its model size"),
     ({"max_relative_positions": 16}, "position_encoding",
      "position_encoding is true with max_relative_positions 16: OpenNMT-py's model takes absolute positions "
-     "or positions in its attention, not both (position_encoding: false for rotary, ALiBi or relative attention)"),
+     "or positions in its attention, not both (position_encoding false for rotary, ALiBi or relative attention: "
+     "`position_encoding: false` in a config, `-position_encoding false` on the command line)"),
 ])
 def test_bad_value_in_the_config_names_its_file_and_line(workdir, values, key, message):
     config = config_with(workdir, "negative", **values)
@@ -114,6 +115,40 @@ def test_wrong_type_on_the_command_line_without_the_usage(workdir):
     assert one_line_error(result, status=2) == (
         "onmt_train: error: argument --shape_inference_offset/-shape_inference_offset: "
         "invalid int value: '1.5' (set in the command line)")
+
+
+def test_a_flag_on_the_command_line_means_what_it_says(workdir):
+    """`-position_encoding false` used to set the flag (argparse's store_true takes no value and
+    OpenNMT-py dropped the `false`): an RPE model then failed, or an ablation kept its positions."""
+    config = config_with(workdir, "flag_false")  # position_encoding: true
+    run([command("onmt_train"), "-config", config, "-position_encoding", "false", "-max_relative_positions", "4"])
+    opt = checkpoints.safe_load(torch.load)(workdir / "flag_false_step_1.pt", map_location="cpu")["opt"]
+    assert (opt.position_encoding, opt.max_relative_positions) == (False, 4)
+    # the flag alone is true, and so is `true`: the hint of the error says how to turn it off
+    for args in (["-position_encoding"], ["-position_encoding", "true"]):
+        line = one_line_error(run([command("onmt_train"), "-config", config_with(workdir, "flag_true", position_encoding=False),
+                                   *args, "-max_relative_positions", "4"], expect_ok=False))
+        assert line.startswith("onmt_train: error: position_encoding is true with max_relative_positions 4: ")
+        assert line.endswith("`-position_encoding false` on the command line) (set in the command line)")
+
+
+@pytest.mark.parametrize("where", ["config", "command line"])
+def test_a_bool_option_set_false_is_false(workdir, where):
+    """OpenNMT-py's `type=bool` options (the normalize transform's) were bool(text): YAML's
+    `penn: false` reached them as 'False', which is true. A checkpoint keeps the parsed options."""
+    name = f"bool_{where.replace(' ', '_')}"
+    config = config_with(workdir, name, **({"penn": False} if where == "config" else {}))
+    run([command("onmt_train"), "-config", config, *(["-penn", "false"] if where == "command line" else [])])
+    assert checkpoints.safe_load(torch.load)(workdir / f"{name}_step_1.pt", map_location="cpu")["opt"].penn is False
+
+
+def test_a_flag_with_another_word_is_refused_naming_the_yaml_form(workdir):
+    config = config_with(workdir, "flag_word")
+    result = run([command("onmt_train"), "-config", config, "-position_encoding", "flase"], expect_ok=False)
+    assert one_line_error(result, status=2) == (
+        "onmt_train: error: argument --position_encoding/-position_encoding: expects true or false (or nothing: "
+        "true), got 'flase'; in a YAML config: `position_encoding: true` or `position_encoding: false` "
+        "(set in the command line)")
 
 
 # 3. Bad corpora

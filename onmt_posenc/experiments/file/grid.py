@@ -10,11 +10,13 @@ def grid_name(grids, index):
     return "grid" if len(grids) == 1 else f"grid[{index}]"
 
 
-def expand_grids(recipe, settings, methods, data, grids, path, recipe_name="recipe"):
-    """The runs of every product in `grids`, in order; a run named twice is an error."""
+def expand_grids(recipe, settings, methods, data, grids, path, recipe_name="recipe", locate=None):
+    """The runs of every product in `grids`, in order; a run named twice is an error. `locate(where,
+    key)`: the file and line of a key in a layer (validation.key_place)."""
     runs = {}
     for index, grid in enumerate(grids):
-        for run in expand_grid(recipe, settings, methods, data, grid, path, recipe_name, grid_name(grids, index)):
+        for run in expand_grid(recipe, settings, methods, data, grid, path, recipe_name, grid_name(grids, index),
+                               locate):
             if run.id in runs:
                 fail(path, f"grid: the run {run.id} is named twice")
             runs[run.id] = run
@@ -27,7 +29,7 @@ def config_layers(recipe, settings, data, methods, data_name, method, recipe_nam
             (f"methods.{method}", methods[method])]
 
 
-def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe", where="grid"):
+def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe", where="grid", locate=None):
     """Every run of a grid line ({axis: values}, the axes it gives; their values checked by the
     schema), in a stable order: data, method, K, seed."""
     method_names = grid.get("method", list(methods))
@@ -45,7 +47,8 @@ def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe
         config = {key: value for _, keys in layers for key, value in keys.items()}
         sources = {key: layer for layer, keys in layers for key in keys}
         if "K" in grid and K_OPTION in config:
-            fail(path, f"{sources[K_OPTION]} sets {K_OPTION}, which {where}.K overrides; set one of them")
+            fail(locate(sources[K_OPTION], K_OPTION) if locate else path,
+                 f"{sources[K_OPTION]} sets {K_OPTION}, which {where}.K overrides; set one of them")
         for shift, seed in itertools.product(shifts if uses_shape(config) else [None], seeds):
             run_config = dict(config, seed=seed)
             if shift is not None:
@@ -55,7 +58,7 @@ def expand_grid(recipe, settings, methods, data, grid, path, recipe_name="recipe
     return runs
 
 
-def unused_runs(recipe, settings, methods, data, grids, runs, path, recipe_name):
+def unused_runs(recipe, settings, methods, data, grids, runs, path, recipe_name, locate=None):
     """A run of each method and each data setting that no grid line uses, so that
     check_options checks their keys too: with the first run's data setting or method,
     and, for a method whose config does not set K itself (in any layer), the grid's first K
@@ -72,4 +75,4 @@ def unused_runs(recipe, settings, methods, data, grids, runs, path, recipe_name)
     unused += [{"method": [first.method], "data": [d], "seed": [1],
                 **({"K": [first.shift]} if first.shift is not None else {})}
                for d in data if d not in {run.data for run in runs}]
-    return expand_grids(recipe, settings, methods, data, unused, path, recipe_name)
+    return expand_grids(recipe, settings, methods, data, unused, path, recipe_name, locate)

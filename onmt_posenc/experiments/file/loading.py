@@ -12,7 +12,7 @@ from onmt_posenc.experiments.file.grid import expand_grids, unused_runs
 from onmt_posenc.experiments.file.owned_keys import reject_early_stopping, reject_overridden_keys, reject_runner_keys
 from onmt_posenc.experiments.file.reading import read_experiment_file, read_recipe
 from onmt_posenc.experiments.file.spec import FOLDER_FILES, RUNNER_TRANSLATE_KEYS, Experiment, fail, warm_start_source
-from onmt_posenc.experiments.file.validation import validated
+from onmt_posenc.experiments.file.validation import key_place, validated
 
 
 def _analyses(keys, eval_names):
@@ -55,6 +55,10 @@ def load(path, overrides=(), output=None, data_folder=None):
         mapping.pop("output", None)
         label_by_folder(mapping, Path(data_folder).resolve().name)
     keys = validated(mapping, path, overridden)
+
+    def locate(source, key):
+        return key_place(mapping, path, overridden, source, key)
+
     # relative paths: to the file that gives the key (an included file's own folder)
     recipe = read_recipe(keys.recipe, mapping.origin("recipe", path))
     base = Path(mapping.origin("data", path)).resolve().parent
@@ -67,7 +71,7 @@ def load(path, overrides=(), output=None, data_folder=None):
     if not methods:
         fail(path, "methods: name at least one position method")
     for where, options in [("settings", settings), *((f"methods.{m}", k) for m, k in methods.items())]:
-        reject_runner_keys(options, where, path)
+        reject_runner_keys(options, where, locate)
     baseline = keys.baseline or next(iter(methods))
     if baseline not in methods:
         fail(path, f"baseline {baseline!r} is not among methods: {sorted(methods)}")
@@ -76,18 +80,18 @@ def load(path, overrides=(), output=None, data_folder=None):
     if not data:
         fail(path, "data: name at least one data setting")
     for label, setting in data.items():
-        reject_runner_keys(setting.settings, f"data.{label}.settings", path)
+        reject_runner_keys(setting.settings, f"data.{label}.settings", locate)
     grids = [line.model_dump(exclude_none=True) for line in keys.grid]  # the axes each line gives
     gridded = [data[label] for label in dict.fromkeys(d for grid in grids for d in grid.get("data", data))
                if label in data]
-    reject_early_stopping(recipe, f"recipe {keys.recipe}", path)
+    reject_early_stopping(recipe, f"recipe {keys.recipe}", locate)
     layers = [(f"recipe {keys.recipe}", recipe, gridded), ("settings", settings, gridded),
               *((f"methods.{m}", k, gridded) for m, k in methods.items())]
-    reject_overridden_keys(layers, data, path)
-    runs = expand_grids(recipe, settings, methods, data, grids, path, f"recipe {keys.recipe}")
+    reject_overridden_keys(layers, data, locate)
+    runs = expand_grids(recipe, settings, methods, data, grids, path, f"recipe {keys.recipe}", locate)
     for index, run in enumerate(runs):
         warm_start_source(data, runs[:index], run, path)
-    unused = unused_runs(recipe, settings, methods, data, grids, runs, path, f"recipe {keys.recipe}")
+    unused = unused_runs(recipe, settings, methods, data, grids, runs, path, f"recipe {keys.recipe}", locate)
 
     used_data = {run.data for run in runs}
     common = [n for n in data[runs[0].data].eval_sets if all(n in data[d].eval_sets for d in used_data)]
@@ -115,7 +119,8 @@ def load(path, overrides=(), output=None, data_folder=None):
     translate = dict(keys.evaluation.translate)
     owned = set(translate) & set(RUNNER_TRANSLATE_KEYS)
     if owned:
-        fail(path, f"evaluation.translate sets {sorted(owned)}, which the runner sets for every translation")
+        fail(locate("evaluation.translate", sorted(owned)[0]),
+             f"evaluation.translate sets {sorted(owned)}, which the runner sets for every translation")
     return Experiment(
         path=path,
         name=name,
@@ -129,4 +134,5 @@ def load(path, overrides=(), output=None, data_folder=None):
         translate=translate,
         analyses=analyses,
         unused=unused,
+        locate=locate,
     )

@@ -11,8 +11,8 @@ from onmt_posenc.experiments.file.spec import RUNNER_KEYS, fail, shown, needs_ta
 def check_options(experiment):
     """Every run's OpenNMT-py keys through onmt_train's own parser and the extension's
     option checks, before anything trains: an unknown key, a value of the wrong type
-    or out of range is an ExperimentError naming the experiment file and where in it
-    the key was set (`methods.shape.shape_max_shift: must be >= 0, got -3`). The
+    or out of range is an ExperimentError naming the experiment file, the line and where in it
+    the key was set (`FILE:LINE: methods.shape.shape_max_shift: must be >= 0, got -3`). The
     methods and data settings no grid line uses are checked too, and
     evaluation.translate through onmt_translate's parser."""
     from onmt.bin.train import _get_parser as train_parser
@@ -40,8 +40,9 @@ def check_options(experiment):
         message = parser_problem(train_parser, text + placeholders, validate=validate)
         if message is not None:
             key = key_named(message, keys)
-            where = f"{run.sources.get(key, 'settings')}.{key}: " if key else f"run {run.id}: "
-            fail(experiment.path, where + parse_error_text(message, key or ""))
+            if key is None:
+                fail(experiment.path, f"run {run.id}: {parse_error_text(message, '')}")
+            experiment.fail_at(run.sources.get(key, "settings"), key, parse_error_text(message, key))
 
     # phrase-level perSPE reads one phrase index per target token of each training line: the
     # runner makes them from the training target (data_preparation.prepare_phrases); INTERPOLATE's joining
@@ -54,10 +55,10 @@ def check_options(experiment):
                f"has a target that is not Japanese ({not_japanese})" if (not_japanese := _not_japanese(setting)) else
                None)
         if why:
-            fail(experiment.path, f"{run.sources.get('perspe_range', 'settings')}.perspe_range: phrase-level perSPE "
-                                   f"(perspe_unit: phrase, the default) perturbs the phrases `onmt-posenc chunk-ja` "
-                                   f"finds in each Japanese training target line, but data.{run.data} {why}; set "
-                                   "perspe_unit: token")
+            experiment.fail_at(run.sources.get("perspe_range", "settings"), "perspe_range",
+                               "phrase-level perSPE (perspe_unit: phrase, the default) perturbs the phrases "
+                               "`onmt-posenc chunk-ja` finds in each Japanese training target line, but "
+                               f"data.{run.data} {why}; set perspe_unit: token")
 
     # a warm-started run loads its source's weights (non-strictly, with update_vocab): a
     # model option that differs would leave weights unloaded or misread, without a word
@@ -70,16 +71,17 @@ def check_options(experiment):
                   if run.config.get(key, default) != source.config.get(key, default)]
         if differ:
             key = differ[0]
-            fail(experiment.path, f"{run.sources.get(key, 'settings')}.{key}: the run {run.id} starts from the "
-                                   f"weights of {source.id} (data.{run.data}.warm_start), but sets {key} to "
-                                   f"{shown(run.config.get(key, defaults[key]))}, the source "
-                                   f"{shown(source.config.get(key, defaults[key]))}; model options must be the "
-                                   "same in both")
+            experiment.fail_at(run.sources.get(key, "settings"), key,
+                               f"the run {run.id} starts from the weights of {source.id} (data.{run.data}.warm_start), "
+                               f"but sets {key} to {shown(run.config.get(key, defaults[key]))}, the source "
+                               f"{shown(source.config.get(key, defaults[key]))}; model options must be the same in both")
 
     problem = translate_options_problem(experiment.translate)
     if problem is not None:
         key, what = problem
-        fail(experiment.path, f"evaluation.translate{f'.{key}' if key else ''}: {what}")
+        if key is None:
+            fail(experiment.path, f"evaluation.translate: {what}")
+        experiment.fail_at("evaluation.translate", key, what)
 
 
 def _not_japanese(setting):

@@ -12,7 +12,8 @@ import dataclasses
 import json
 from typing import Any, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, create_model, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, WithJsonSchema, create_model,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 from typing_extensions import Annotated
 
@@ -94,10 +95,20 @@ Offsets = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2), Befo
 Separator = Annotated[str, Field(pattern=r"^\S+$"), BeforeValidator(_separator)]
 NameAxis = Annotated[list[str], Field(min_length=1), BeforeValidator(_axis(str))]
 NumberAxis = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1), BeforeValidator(_axis(int))]
-# OpenNMT-py keys: their values are checked by OpenNMT-py's own parsers (opennmt_checks)
-Options = Annotated[dict[OptionName, Any],
-                    BeforeValidator(_empty_if_none, json_schema_input_type=Optional[dict[str, Any]]),
-                    Field(description="OpenNMT-py options (onmt_train's, or onmt_translate's)")]
+# OpenNMT-py keys: their values are checked by OpenNMT-py's own parsers (opennmt_checks) when the
+# runner starts; the JSON Schema names them (option_schema, generated from those parsers)
+# (a reference that json_schema puts in place: the generated schemas need OpenNMT-py imported)
+TRAINING_OPTIONS, TRANSLATION_OPTIONS = "OpenNMTTrainingOptions", "OpenNMTTranslationOptions"
+OPTIONS_PLACEHOLDER = "onmt-posenc-options"
+
+
+def _options(schema_name, description):
+    return Annotated[dict[OptionName, Any], BeforeValidator(_empty_if_none),
+                     WithJsonSchema({OPTIONS_PLACEHOLDER: schema_name}), Field(description=description)]
+
+
+Options = _options(TRAINING_OPTIONS, "OpenNMT-py options (onmt_train's, or onmt_translate's)")
+TranslateOptions = _options(TRANSLATION_OPTIONS, "onmt_translate's options")
 
 
 def _labelled(kind):
@@ -134,7 +145,9 @@ class Keys(BaseModel):
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema, handler):
-        return {"anyOf": [handler(core_schema), {"type": "null"}]}  # `key:` with no value: as {}
+        schema = handler(core_schema)
+        handler.resolve_ref_schema(schema)["type"] = ["object", "null"]  # `key:` with no value: as {}
+        return schema
 
 
 class FilePairKeys(Keys):
@@ -217,7 +230,7 @@ Grid = Annotated[list[GridKeys], BeforeValidator(_grid_lines, json_schema_input_
 class EvaluationKeys(Keys):
     sets: Optional[Names] = Field(None, description="the BLEU table's columns (default: every shared eval set)")
     average_last: Optional[Count] = Field(None, description="checkpoints averaged (default: every saved one)")
-    translate: Options = {}
+    translate: TranslateOptions = {}
 
 
 class AnalysisKeys(Keys):
@@ -312,11 +325,39 @@ class ExperimentKeys(Keys):
 ANALYSES = {name: analysis_keys(name)().model_dump() for name in AnalysesKeys.model_fields}
 
 
+def _null_merged(node):
+    """`node` with every "X or null" (pydantic's anyOf [X, {type: null}]) written as X taking
+    null too: a validator's message then names the value and what it must be, not "is not
+    valid under any of the given schemas"."""
+    if isinstance(node, list):
+        return [_null_merged(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _null_merged(value) for key, value in node.items()}
+    if OPTIONS_PLACEHOLDER in node:
+        node["$ref"] = f"#/$defs/{node.pop(OPTIONS_PLACEHOLDER)}"
+    choices = node.get("anyOf", [])
+    if len(choices) == 2 and {"type": "null"} in choices:
+        (other,) = [choice for choice in choices if choice != {"type": "null"}]
+        if "type" in other:
+            del node["anyOf"]
+            kinds = other["type"] if isinstance(other["type"], list) else [other["type"]]
+            node = {**other, **node, "type": [*kinds, "null"]}
+        elif "$ref" in other and set(other) == {"$ref"}:  # a Keys mapping, which takes null itself
+            del node["anyOf"]
+            node = {**other, **node}
+    return node
+
+
 def json_schema():
     """The experiment file's JSON Schema, for editors (recipes/experiments/schema.json)."""
-    schema = ExperimentKeys.model_json_schema()
-    mapping = schema.pop("anyOf")[0]  # the file itself is a mapping (Keys lets a key's mapping be empty)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **mapping, **schema,
+    from onmt_posenc.experiments.file.option_schema import training_options_schema, translation_options_schema
+
+    schema = _null_merged(ExperimentKeys.model_json_schema())
+    schema["$defs"].update({TRAINING_OPTIONS: training_options_schema(),
+                            TRANSLATION_OPTIONS: translation_options_schema()})
+    # the file itself is a mapping (Keys lets a key's mapping be empty)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema, "type": "object",
             "title": "onmt-posenc experiment file"}
 
 

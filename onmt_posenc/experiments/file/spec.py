@@ -74,6 +74,7 @@ there is no speed analysis to ask for.
 setting takes its files from the folder (see `folder_data`) and keeps its
 EXTRAPOLATE/INTERPOLATE choice and settings.
 """
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,6 +206,14 @@ class Experiment:
     # one run of each method and data setting no grid line uses: never run, but check_options checks their keys
     unused: list = field(default_factory=list)
     tensorboard: bool = False  # each run logs its curves for TensorBoard in <run>/tensorboard/
+    # (a run's config layer as Run.sources names it, a key) -> 'FILE:LINE' of the key
+    # (validation.key_place); None: the file alone
+    locate: object = None
+
+    def fail_at(self, source, key, message):
+        """An ExperimentError about `key` of a run's config layer `source` (Run.sources), at the
+        key's line: `FILE:LINE: source.key: message`."""
+        raise ExperimentError(f"{self.locate(source, key) if self.locate else self.path}: {source}.{key}: {message}")
 
     @property
     def translated_sets(self):
@@ -221,6 +230,22 @@ class Experiment:
 
 def fail(path, message):
     raise ExperimentError(f"{path}: {message}")
+
+
+def source_loc(source):
+    """The keys from the top of the experiment file to a run's config layer, as Run.sources names
+    it ('settings', 'methods.LABEL', 'data.LABEL.settings', 'grid.K', 'grid[1].seed'), or
+    'evaluation.translate'; None for one that the file does not hold (the recipe)."""
+    if source in ("settings", "evaluation.translate"):
+        return source.split(".")
+    for pattern, loc in ((r"methods\.(.+)", lambda m: ["methods", m[1]]),
+                         (r"data\.(.+)\.settings", lambda m: ["data", m[1], "settings"]),
+                         (r"grid\[(\d+)\]\.(\w+)", lambda m: ["grid", int(m[1]), m[2]]),
+                         (r"grid\.(\w+)", lambda m: ["grid", m[1]])):
+        match = re.fullmatch(pattern, source)
+        if match:
+            return loc(match)
+    return None
 
 
 def shown(value):

@@ -5,7 +5,7 @@ import yaml
 from pydantic import ValidationError
 
 from onmt_posenc.experiments.file.schema import ExperimentKeys
-from onmt_posenc.experiments.file.spec import fail, shown
+from onmt_posenc.experiments.file.spec import fail, shown, source_loc
 
 # pydantic's error types, in the words the file's other checks use
 MESSAGES = {
@@ -32,11 +32,24 @@ def validated(mapping, path, overridden=()):
         if loc[:1] == ["grid"] and not isinstance(mapping.get("grid"), list):
             del loc[1]  # one mapping of axes, which validation took as a grid of one line
         at = loc + [context["at"]] if "at" in context else loc
-        # a key from an included file: that file and its line
-        origin = mapping.origin(at[0], path) if at and hasattr(mapping, "origin") else path
-        line = None if any(tuple(at[:len(key)]) == key for key in overridden) else line_of(origin, at)
         what = where(loc) or ("the experiment file" if error["type"] in MAPPING else "")
-        fail(f"{origin}:{line}" if line else origin, f"{what}: {message(error)}" if what else message(error))
+        fail(place(mapping, path, at, overridden), f"{what}: {message(error)}" if what else message(error))
+
+
+def key_place(mapping, path, overridden, source, key):
+    """`place` of `key` in a run's config layer `source`, as Run.sources names it ('methods.shape',
+    'settings', ...); the file alone for a layer it does not hold (the recipe)."""
+    loc = source_loc(source)
+    return path if loc is None else place(mapping, path, [*loc, key], overridden)
+
+
+def place(mapping, path, loc, overridden=()):
+    """'FILE:LINE' of the key at `loc` (its keys and list indices from the top) in the file it
+    comes from (an included file's own, see reading.ExperimentMapping); the file alone where the
+    key has no line (a value that `--set` gave: `overridden`, its key paths as tuples)."""
+    origin = mapping.origin(loc[0], path) if loc and hasattr(mapping, "origin") else path
+    line = None if any(tuple(loc[:len(key)]) == key for key in overridden) else line_of(origin, loc)
+    return f"{origin}:{line}" if line else origin
 
 
 def message(error):

@@ -116,9 +116,15 @@ def choose_kernel(model, model_opt, opt):
     (the one it was trained with, perhaps on another machine, perhaps before 'auto' was the
     default) does not decide for onmt_translate or for a run resumed with train_from."""
     mode = model_opt.attention_kernel = kernel_mode(opt)
+    refusals = {}
     for module in model.modules():
         if getattr(module, "takes_kernel", False):
             module.kernel = mode
+        elif getattr(module, "kernel_refusal", None):
+            refusals.setdefault(f"{type(module).__name__}: {module.kernel_refusal}", None)
+    if mode == "triton" and refusals:  # asked for by name: say where it is not taken
+        logger.warning("onmt-posenc: attention_kernel triton, but the fused Triton kernel does not take %s",
+                       "; ".join(refusals))
 
 
 def _unsupported(layer, attention, opt):
@@ -159,7 +165,12 @@ def replacement_for(stock, self_attn_type, method=None, values=None, positions=T
         else:  # this side's attention takes no positions (absolute positions, or none)
             variant = ATTENTIONS[attention_scheme(0, 0, None)]
         attention = variant.from_stock(stock, settings, fused, values)
-    attention.takes_kernel = fused and variant.kernel_covers() and not full_context_alignment
+    attention.kernel_refusal = ("self_attn_type scaled-dot asks for the plain path" if not fused else
+                                "it has no relative term for the kernel (PyTorch's SDPA runs)"
+                                if not variant.kernel_covers() else
+                                "full_context_alignment also runs the decoder without its future mask"
+                                if full_context_alignment else None)
+    attention.takes_kernel = attention.kernel_refusal is None
     attention.kernel = kernel if attention.takes_kernel else "pytorch"
     attention.always_causal = stock.is_decoder and not full_context_alignment
     for name in ("linear_keys", "linear_values", "linear_query", "final_linear"):
@@ -171,6 +182,7 @@ def install(model, opt):
     """Replace the self-attention of every Transformer encoder and decoder layer
     of a freshly built model by ours, in place (before parameters are
     initialized or loaded). `opt` has gone through `resolve_attention_options`.
+    Returns {side ('src', 'tgt'): its layers' self-attention in words, for the log}.
 
     Layers whose configuration we do not implement keep OpenNMT-py's module,
     unless the chosen method exists only here (Music, separate value table).
@@ -178,30 +190,37 @@ def install(model, opt):
     method, values = getattr(opt, "relative_attention", None), getattr(opt, "relative_values", None)
     sides = attention_sides(opt)
     needs_ours = (method is not None and not ATTENTIONS[method].computed_by_onmt(values)) or len(sides) < 2
-    installed = set()
+    installed = False
+    # side -> {what its layers' self-attention is: how many layers}, for the log
+    described = {}
     for layer in model.modules():
         if not isinstance(layer, (TransformerEncoderLayer, TransformerDecoderLayer)):
             continue
+        side = "tgt" if isinstance(layer, TransformerDecoderLayer) else "src"
         stock = layer.self_attn
+        reason = None if type(stock) is not MultiHeadedAttention else _unsupported(layer, stock, opt)
         if type(stock) is not MultiHeadedAttention:  # e.g. the average attention decoder
-            continue
-        reason = _unsupported(layer, stock, opt)
-        if reason is None:
-            side = "tgt" if isinstance(layer, TransformerDecoderLayer) else "src"
+            what = f"OpenNMT-py's {type(stock).__name__}"
+        elif reason is None:
             layer.self_attn = replacement_for(stock, opt.self_attn_type, method, values, side in sides,
                                               kernel=kernel_mode(opt),
                                               full_context_alignment=getattr(opt, "full_context_alignment", False))
-            installed.add(type(layer.self_attn).__name__)
+            installed = True
+            what = f"{type(layer.self_attn).__name__}({layer.self_attn.extra_repr()})"
         elif needs_ours:
             raise ValueError(f"relative_attention {method}, relative_values {values}, relative_positions_side "
                              f"{getattr(opt, 'relative_positions_side', None)}: not available with {reason}")
+        else:
+            what = f"OpenNMT-py's {type(stock).__name__} ({reason})"
+        counts = described.setdefault(side, {})
+        counts[what] = counts.get(what, 0) + 1
     if needs_ours and not installed:
         raise ValueError(
             f"relative_attention {method}, relative_values {values}: needs a Transformer "
             "encoder-decoder model (encoder_type and decoder_type transformer)"
         )
-    if installed:
-        logger.info("onmt-posenc self-attention: %s", ", ".join(sorted(installed)))
+    return {side: "; ".join(f"{count} x {what}" for what, count in counts.items())
+            for side, counts in described.items()}
 
 
 import_every_module(__name__, __path__)

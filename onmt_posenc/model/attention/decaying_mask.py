@@ -48,6 +48,7 @@ class DecayingMaskAttention(SelfAttention):
     summary = ("no positions (max_relative_positions 0): the attention weights multiplied by a ramp from 1 at "
                "the query's own token down to 0.1 at the farthest token it sees (seed 003's decaying mask)")
     needs_distance = False
+    plain_path_why = "the ramp multiplies the attention weights"
 
     @classmethod
     def check_options(cls, opt):

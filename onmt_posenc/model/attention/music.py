@@ -67,6 +67,7 @@ class MusicRelativeAttention(SelfAttention):
 
     summary = ("Huang et al. 2018 (Music Transformer), a distance embedding per layer and head, keys only, "
                "distances clipped at max_relative_positions (causal in the decoder)")
+    settings = ("max_relative_positions",)
 
     @classmethod
     def check_options(cls, opt):

@@ -20,6 +20,8 @@ class RotaryAttention(SelfAttention):
     path for rotary on CPU and in every encoder.
     """
 
+    settings = ("rotary_dim", "rotary_interleave", "rotary_theta")
+
     @classmethod
     def chosen_by_onmt(cls, buckets, distance):
         return buckets <= 0 and distance == -1  # T5's buckets first, as in OpenNMT-py

@@ -9,6 +9,7 @@ from torch.nn.attention import SDPBackend
 
 from onmt_posenc.model.attention import ATTENTIONS, fused_kernel, register_attention
 from onmt_posenc.model.attention.fused_kernel import first_use
+from onmt_posenc.model.registry import check_minimums, settings_text
 
 
 def masked_value(dtype):
@@ -49,24 +50,41 @@ def sdpa_backend(q, k, v, bias, dropout, causal):
 
 # The kinds of SDPA call already said in the log (the benchmark clears it to hear them again)
 SDPA_LOGGED = set()
+# The kinds of call on the plain path already said in the log
+PLAIN_LOGGED = set()
 
 
-def log_sdpa_backend(module, q, k, v, bias, dropout, causal):
+def call_entry(module, q, mask, dropout):
+    """A kind of call as the log names it: side, one query or a whole sequence, dtype, device,
+    head size, mask, dropout."""
+    return ("decoder" if module.is_decoder else "encoder", "one query" if q.size(2) == 1 else "whole sequence",
+            str(q.dtype).replace("torch.", ""), q.device.type, f"d_head {q.size(-1)}", mask,
+            *(("dropout",) if dropout > 0 else ()))
+
+
+def log_path(module, logged, entry, path, kernel_declined):
+    """Say once for each kind of call (`entry`, from `call_entry`; `logged`: the kinds said) the
+    path it takes, (what, how), and why the fused kernel does not take it where it could
+    (`kernel_declined()`, see `SelfAttention.kernel_declined`): a warning where attention_kernel
+    triton asked for it."""
+    if entry in logged:
+        return
+    logged.add(entry)
+    why_not = kernel_declined()
+    declined = f"; the fused Triton kernel not taken: {why_not}" if why_not else ""
+    say = logger.warning if why_not and module.kernel == "triton" else logger.info
+    say("onmt-posenc self-attention on %s (%s): %s%s", path[0], ", ".join(entry), path[1], declined)
+
+
+def log_sdpa_backend(module, q, k, v, bias, dropout, causal, kernel_declined=lambda: None):
     """Say in the log which backend PyTorch's SDPA chooses (flash, efficient (memory-efficient),
-    cuDNN, math), once for each kind of call: side, one query or a whole sequence, dtype,
-    device, head size, mask, dropout."""
-    side = "decoder" if module.is_decoder else "encoder"
-    kind = "one query" if q.size(2) == 1 else "whole sequence"
+    cuDNN, math), once for each kind of call (`call_entry`)."""
     mask = "causal flag" if causal else "no mask" if bias is None else "boolean mask" if bias.dtype == torch.bool \
         else "additive bias"
-    entry = (side, kind, q.dtype, q.device.type, q.size(-1), mask, dropout > 0)
-    if entry in SDPA_LOGGED:
-        return
-    SDPA_LOGGED.add(entry)
-    name = sdpa_backend(q, k, v, bias, dropout, causal)
-    logger.info("onmt-posenc self-attention on PyTorch's SDPA (%s, %s, %s, %s, d_head %d, %s%s): %s backend", side,
-                kind, str(q.dtype).replace("torch.", ""), q.device.type, q.size(-1), mask,
-                ", dropout" if dropout > 0 else "", name)
+    entry = call_entry(module, q, mask, dropout)
+    if entry not in SDPA_LOGGED:
+        log_path(module, SDPA_LOGGED, entry, ("PyTorch's SDPA", f"{sdpa_backend(q, k, v, bias, dropout, causal)} "
+                                              "backend"), kernel_declined)
 
 
 @register_attention("absolute")
@@ -86,6 +104,9 @@ class SelfAttention(MultiHeadedAttention):
     implied_when = None
     # The options it adds itself (add_options): set with another variant, an error
     own_options = ()
+    # {option: the least value it takes}, checked by `check_options` and written into the
+    # experiment file's JSON Schema (onmt-posenc schema)
+    option_minimums = {}
     # It clips distances at max_relative_positions, which must then be > 0 (else it takes none)
     needs_distance = True
     # CTranslate2's flash attention (CUDA decoders) computes its positions too: where it drops
@@ -124,6 +145,7 @@ class SelfAttention(MultiHeadedAttention):
         if not cls.needs_distance and opt.max_relative_positions != 0:
             raise ValueError(f"relative_attention {cls.name} takes no distance: max_relative_positions must be 0, "
                              f"got {opt.max_relative_positions}")
+        check_minimums(cls.option_minimums, opt)
         for owner in ATTENTIONS.values():
             for name in owner.own_options:
                 if owner is not cls and getattr(opt, name, None) is not None:
@@ -168,6 +190,14 @@ class SelfAttention(MultiHeadedAttention):
     takes_kernel = False
     # A decoder whose future is masked in every pass (not full_context_alignment's second one)
     always_causal = False
+    # Why `replacement_for` gave it no kernel (self_attn_type scaled-dot, no relative term, ...)
+    kernel_refusal = None
+    # The attributes that hold its own settings (Shaw's distance, ...): the model print and the
+    # log line that says each side's self-attention show them (`extra_repr`)
+    settings = ()
+    # Why its PyTorch path is the plain one whatever self_attn_type says (None: SDPA, unless
+    # self_attn_type is scaled-dot)
+    plain_path_why = None
 
     def __init__(self, head_count, model_dim, dropout=0.1, is_decoder=True, add_qkvbias=False, fused=True):
         super().__init__(
@@ -193,8 +223,33 @@ class SelfAttention(MultiHeadedAttention):
         if self.on_kernel(q, k, mask, return_attn):
             context, attn = self.kernel_attend(q, k, v, mask), None
         else:
+            self.on_sdpa = False  # `attend` sets it where it calls SDPA
             context, attn = self.attend(q, k, v, mask, return_attn)
+            if not self.on_sdpa:
+                why = ("the attention weights are asked for" if return_attn else self.plain_path_why
+                       or ("self_attn_type scaled-dot" if not self.fused else f"{type(self).__name__}.attend takes it"))
+                log_path(self, PLAIN_LOGGED, call_entry(self, q, "no mask" if mask is None else "mask",
+                                                        self.dropout_p if self.training else 0.0),
+                         ("PyTorch's plain path", why), lambda: self.kernel_declined(q, k, mask, return_attn))
         return self.final_linear(unshape(context)), attn
+
+    def extra_repr(self):
+        return settings_text(self)
+
+    def kernel_declined(self, q, k, mask, return_attn):
+        """Why a call that does not run on the fused kernel is not on it, where this layer could
+        take it (None: it cannot, see `kernel_refusal`; or the kernel runs)."""
+        if not self.takes_kernel:
+            return None
+        if self.kernel == "pytorch":
+            return "attention_kernel pytorch"
+        if return_attn:
+            return "the attention weights are asked for"
+        unusable = fused_kernel.unusable(q)
+        if unusable:
+            return f"attention_kernel {self.kernel}, but {unusable}"
+        verdict = first_use.VERDICTS.get(first_use.call_kind(self, q, k, mask))
+        return None if verdict is None or verdict[0] else f"attention_kernel auto: {verdict[1]}"
 
     def on_kernel(self, q, k, mask, return_attn):
         """Does this call attend on the fused kernel? Where it runs (`fused_kernel.usable`:
@@ -227,7 +282,8 @@ class SelfAttention(MultiHeadedAttention):
                 bias = rel if mask is None else rel.masked_fill(mask, masked_value(rel.dtype))
             del rel  # a view of a (Lq, 2L) buffer: let it go before the attention
             dropout = self.dropout_p if self.training else 0.0
-            log_sdpa_backend(self, q, k, v, bias, dropout, causal)
+            self.on_sdpa = True
+            log_sdpa_backend(self, q, k, v, bias, dropout, causal, lambda: self.kernel_declined(q, k, mask, return_attn))
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout, is_causal=causal,
                                                   scale=1.0), None
         scores = q @ k.transpose(-1, -2)

@@ -78,6 +78,8 @@ class ShawRelativeAttention(SelfAttention):
     survives_flash_attention = False
     implied_when = "when max_relative_positions > 0"
     own_options = ("relative_values",)
+    settings = ("max_relative_positions", "values")
+    plain_path_why = "its key term is gathered per (query, key) pair and its value term sums the weights per distance"
 
     @classmethod
     def implied_by_onmt(cls, distance):

@@ -22,6 +22,8 @@ class T5BucketAttention(SelfAttention):
     (buckets, heads)); its bias is added to the scaled q.k. An additive bias: fused
     attention applies, where OpenNMT-py 3.5.1 always takes its plain path."""
 
+    settings = ("buckets", "max_distance")
+
     # CTranslate2's flash attention has no relative attention bias
     survives_flash_attention = False
 

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from onmt_posenc.model.registry import import_every_module, registering
+from onmt_posenc.model.registry import check_minimums, import_every_module, registering, settings_text
 
 # OpenNMT-py's sinusoid table has this many rows; SHAPE's and perSPE's add room.
 ONMT_TABLE_ROWS = 5000
@@ -61,6 +61,12 @@ class PositionScheme:
     # What the word embeddings are multiplied by before positions are added: None is
     # OpenNMT-py's sqrt(d); `install_position_encoding` sets word_embedding_scale's.
     embedding_scale = None
+    # The attributes that hold the module's own settings (SHAPE's max_shift, ...), shown in the
+    # model print and in the log line that says each side's positions (`described`)
+    settings = ()
+    # {option: the least value it takes}, checked by `check_minimums` and written into the
+    # experiment file's JSON Schema (onmt-posenc schema)
+    option_minimums = {}
 
     @classmethod
     def implied_by(cls, value_of, side):
@@ -107,6 +113,15 @@ class PositionScheme:
         """The module for one side of `dim` features (None: no position module)."""
         return cls(dim, opt.position_encoding_type)
 
+    @classmethod
+    def check_minimums(cls, opt):
+        """Raise ValueError for an option of `option_minimums` set below its least value."""
+        check_minimums(cls.option_minimums, opt)
+
+    def extra_repr(self):
+        scale = "sqrt(d)" if self.embedding_scale is None else self.embedding_scale
+        return ", ".join(filter(None, (settings_text(self), f"embedding_scale={scale}")))
+
     def scaled(self, emb):
         """The word embeddings times the side's scale: sqrt(d) (OpenNMT-py's), or word_embedding_scale's."""
         return emb * (math.sqrt(self.dim) if self.embedding_scale is None else self.embedding_scale)
@@ -142,10 +157,18 @@ def side_schemes(value_of):
     return tuple(value_of(f"{side}_position_encoding") or implied(side) for side in ("src", "tgt"))
 
 
+def described(choice, module):
+    """A side's positions in the words of the log: the scheme's name, its module's class and
+    settings (`PositionScheme.extra_repr`)."""
+    if module is None:
+        return f"{choice} (no position module, no sqrt(d) scale: OpenNMT-py's embeddings without position_encoding)"
+    return f"{choice}, {type(module).__name__}({module.extra_repr()})"
+
+
 def install_position_encoding(embeddings, choice, opt):
     """Put the position module of scheme `choice` at `embeddings.make_embedding.pe`, with the
     side's word-embedding scale (`word_embedding_scale`; unset, OpenNMT-py's: sqrt(d) where a
-    module adds positions, none where no module is)."""
+    module adds positions, none where no module is); the module, or None where none is."""
     from onmt_posenc.model import word_embeddings
     from onmt_posenc.model.positions.none import NoPositionEncoding
 
@@ -155,11 +178,12 @@ def install_position_encoding(embeddings, choice, opt):
     if module is None and scale not in (None, 1.0):
         module = NoPositionEncoding(dim)  # a side without positions scaled all the same
     if module is None:
-        return
+        return None
     module.embedding_scale = scale
     # Embeddings.forward passes `step` to its last module only when this flag is set.
     embeddings.position_encoding = True
     embeddings.make_embedding.add_module("pe", module)
+    return module
 
 
 import_every_module(__name__, __path__)

@@ -33,6 +33,9 @@ class ContinuousAugmentedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     """
 
     option_names = tuple(DEFAULTS)
+    # (its check also refuses nan and infinity)
+    option_minimums = {"cape_max_global_shift": 0, "cape_max_local_shift": 0, "cape_max_global_scale": 1}
+    settings = ("max_global_shift", "max_local_shift", "max_global_scale")
 
     def __init__(
         self, dim, enc_type, max_global_shift=DEFAULTS["cape_max_global_shift"],
@@ -111,7 +114,7 @@ class ContinuousAugmentedSinusoidalEncoding(PositionScheme, PositionalEncoding):
         for key, default in DEFAULTS.items():
             if getattr(opt, key, None) is None:
                 setattr(opt, key, default)
-        for key, least in (("cape_max_global_shift", 0), ("cape_max_local_shift", 0), ("cape_max_global_scale", 1)):
+        for key, least in cls.option_minimums.items():
             # `not >=`: nan compares false with everything and would train without augmentation
             if not least <= getattr(opt, key) < math.inf:
                 raise ValueError(f"{key} must be a finite number >= {least}, got {getattr(opt, key)}")

@@ -32,6 +32,8 @@ class PerturbedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     """
 
     option_names = ("perspe_range", "perspe_unit")
+    option_minimums = {"perspe_range": 1}
+    settings = ("max_perturbation", "unit")
     implied_rank = 0  # the decoder's own option: before SHAPE's, which is both sides'
     implied_when = "(decoder) if perspe_range is set"
 
@@ -136,8 +138,7 @@ class PerturbedSinusoidalEncoding(PositionScheme, PositionalEncoding):
 
     @classmethod
     def check_options(cls, opt, used):
-        if opt.perspe_range is not None and opt.perspe_range < 1:
-            raise ValueError(f"perspe_range must be >= 1, got {opt.perspe_range}")
+        cls.check_minimums(opt)
         if used and opt.perspe_range is None:
             raise ValueError("src/tgt_position_encoding 'perspe' needs perspe_range (perSPE's R)")
         super().check_options(opt, used)

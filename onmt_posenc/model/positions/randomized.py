@@ -44,6 +44,8 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     """
 
     option_names = ("randomized_max_position", "randomized_eval_length", "randomized_draw")
+    option_minimums = {"randomized_max_position": 1}
+    settings = ("max_position", "eval_length", "draw")
 
     def __init__(self, dim, enc_type, max_position, eval_length, draw="sequence", max_len=ONMT_TABLE_ROWS):
         # Every training position is a row below L.
@@ -130,8 +132,7 @@ class RandomizedSinusoidalEncoding(PositionScheme, PositionalEncoding):
             return
         if getattr(opt, "randomized_max_position", None) is None:
             raise ValueError("src/tgt_position_encoding 'randomized' needs randomized_max_position (L)")
-        if opt.randomized_max_position < 1:
-            raise ValueError(f"randomized_max_position must be >= 1, got {opt.randomized_max_position}")
+        cls.check_minimums(opt)
         if getattr(opt, "randomized_eval_length", None) is None:
             raise ValueError(
                 "src/tgt_position_encoding 'randomized' needs randomized_eval_length (M), the "

@@ -19,6 +19,8 @@ class ShiftedSinusoidalEncoding(PositionScheme, PositionalEncoding):
     """
 
     option_names = ("shape_max_shift",)
+    option_minimums = {"shape_max_shift": 0, "shape_inference_offset": 0}
+    settings = ("max_shift", "inference_offset")
     implied_rank = 1
     implied_when = "if shape_max_shift is set"
 
@@ -81,10 +83,7 @@ class ShiftedSinusoidalEncoding(PositionScheme, PositionalEncoding):
 
     @classmethod
     def check_options(cls, opt, used):
-        if opt.shape_max_shift is not None and opt.shape_max_shift < 0:
-            raise ValueError(f"shape_max_shift must be >= 0, got {opt.shape_max_shift}")
-        if opt.shape_inference_offset < 0:
-            raise ValueError(f"shape_inference_offset must be >= 0, got {opt.shape_inference_offset}")
+        cls.check_minimums(opt)
         if used and opt.shape_max_shift is None:
             raise ValueError("src/tgt_position_encoding 'shape' needs shape_max_shift (SHAPE's K)")
         if not used and opt.shape_inference_offset:

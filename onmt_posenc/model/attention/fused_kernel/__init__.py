@@ -74,15 +74,25 @@ GRID_AXIS_LIMIT = 65_535
 OVER_GRID = set()
 
 
+def unusable(q):
+    """Why the kernels cannot compute attention for these scaled queries (batch, heads, Lq, d),
+    in words (None: they can)."""
+    why = []
+    if not (q.device.type == "cuda" or (q.device.type == "cpu" and interpreted())):
+        why.append(f"the queries are on {q.device.type}, and the kernel runs on CUDA (on the CPU only under "
+                   "Triton's interpreter, TRITON_INTERPRET=1)")
+    if not triton_installed():
+        why.append("Triton is not installed")
+    if q.size(-1) not in HEAD_SIZES:
+        why.append(f"d_head {q.size(-1)} is not one of {', '.join(map(str, HEAD_SIZES))}")
+    if q.dtype not in DTYPES:
+        why.append(f"{str(q.dtype).replace('torch.', '')} is not float32, float16 or bfloat16")
+    return "; ".join(why) or None
+
+
 def usable(q):
     """Can the kernels compute attention for these scaled queries (batch, heads, Lq, d)?"""
-    return (
-        q.size(-1) in HEAD_SIZES
-        and q.dtype in DTYPES
-        and (q.device.type == "cuda" or (q.device.type == "cpu" and interpreted()))
-        and triton_installed()
-        and fits_grid(q)
-    )
+    return unusable(q) is None and fits_grid(q)
 
 
 def fits_grid(q):
