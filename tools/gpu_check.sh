@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole GPU check in one device call, about 7 minutes (each part's budget below; its timeout,
-# a backstop 15-20 s past the budget, makes the worst case 7.5 minutes against the call's 10),
+# a backstop 15 s past the budget, makes the worst case 7.5 minutes against the call's 10),
 # results under $OUT, each file written as its step goes. Here first: bash tools/gpu_check_wheels.sh
 # (wheels of what the GPU image lacks, .whl/); then one call:
 # run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=600).

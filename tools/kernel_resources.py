@@ -339,7 +339,8 @@ def main(argv=None):
                         help=f"the markdown table (default with --subset all: {TABLE.relative_to(REPO)})")
     parser.add_argument("--check", action="store_true", help="exit 1 if a row misses a target")
     parser.add_argument("--beside", action="store_true",
-                        help=f"with --subset image: write this Triton's differences below {TABLE.relative_to(REPO)}'s table")
+                        help="with --subset image: write this Triton's differences below the table "
+                        f"({TABLE.relative_to(REPO)})")
     args = parser.parse_args(argv)
     if args.beside and args.subset != "image":
         parser.error("--beside goes with --subset image")
