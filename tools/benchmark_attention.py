@@ -272,6 +272,7 @@ def measure_rows(where, methods, args, device, budget):
                     step = make()
                     if step is None:
                         continue
+                    results[path].setdefault(name, {})  # the tables' rows in the methods' order
                     step()  # warm-up: the kernel's compile
                     steps[name] = step
                 except Exception as error:  # noqa: BLE001  (one method's error loses its row only)
