@@ -20,9 +20,16 @@ x0.91 means 9% slower), on the same path except for the Triton path, whose ratio
 against APE on PyTorch's fastest path (SDPA, whose backend each part prints); "memory"
 is the method's peak over that APE's, the peak being the memory allocated during forward
 + backward above the parameters and inputs. On CUDA the layer and model parts run in
-float16 and bfloat16 under autocast (TF32 on for float32 products), as mixed-precision
-training runs, each table printed as soon as its part ends, with each Triton kernel's
+bfloat16 and float16 under autocast (TF32 on for float32 products), as mixed-precision
+training runs, each dtype's tables printed as soon as it ends, with each Triton kernel's
 compile time.
+
+What one failure or a slow machine can cost: each method is measured on its own (at each
+path and length), so an error (a Triton compile or launch error) loses that method's row
+there and nothing else; each row is printed ("row: ...", flushed) the moment it is measured;
+the paths run in turn over all lengths, PyTorch's fastest first, then the kernel's, then
+the plain path. With --budget a part starts nothing once its seconds are spent (the layer
+and model parts share them out over the dtypes) and says what it skipped ("skipped: ...").
 
     python tools/benchmark_attention.py                  # everything, CPU (GPU if there is one)
     python tools/benchmark_attention.py --parts layer --lengths 512 --repeats 5
@@ -65,7 +72,7 @@ from onmt_posenc.model.attention.shaw import ShawRelativeAttention
 
 # The repository's excerpt (2,000 training pairs); --data names the whole corpus.
 TOY_ENDE = Path(__file__).resolve().parents[1] / "tests" / "data" / "toy-ende"
-PATHS = ("triton", "fastest", "plain")
+PATHS = ("fastest", "triton", "plain")  # the order they run in: APE on SDPA before the kernel
 # the path whose APE a path's ratios are against (the kernel's: APE on flash SDPA)
 BASE_PATH = {"triton": "fastest", "fastest": "fastest", "plain": "plain"}
 
@@ -75,7 +82,7 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 def paths_on(device):
     """The Triton kernel runs on CUDA, and on the CPU under Triton's interpreter (a dry run)."""
-    return PATHS if device.type == "cuda" or fused_kernel.interpreted() else PATHS[1:]
+    return PATHS if device.type == "cuda" or fused_kernel.interpreted() else tuple(p for p in PATHS if p != "triton")
 
 
 def on_path(module, path):
@@ -195,21 +202,90 @@ def clock(device):
     return time.perf_counter if device.type == "cuda" else time.process_time
 
 
+class Budget:
+    """A part's seconds (None: no limit), counted from its start."""
+
+    def __init__(self, seconds):
+        self.seconds, self.start = seconds, time.monotonic()
+
+    def left(self):
+        return None if self.seconds is None else self.seconds - (time.monotonic() - self.start)
+
+    def spent(self, needs=0.0):
+        """Would a task of `needs` seconds, started now, end past the budget?"""
+        return self.seconds is not None and self.left() <= needs
+
+    def share(self, parts):
+        """A fair share of what is left for the next of `parts` parts (what one leaves goes to the next)."""
+        return Budget(None if self.seconds is None else max(0.0, self.left()) / parts)
+
+
+def failure(error):
+    """A row's cell for a method that raised: the error in one line."""
+    return "failed: " + (f"{type(error).__name__}: {error}".splitlines() or [""])[0][:300]
+
+
 def measure(steps, repeats, device):
-    """Best-of-`repeats` seconds and peak bytes of each named step; the steps take
-    turns, so that changing load on a shared machine spreads over all of them."""
-    for step in steps.values():
-        step()  # warm-up
+    """Best-of-`repeats` seconds and peak bytes of each named step that has run once (its
+    warm-up), or the failure of one that raised; the steps take turns, so that changing load
+    on a shared machine spreads over all of them."""
     now = clock(device)
     seconds = {name: [] for name in steps}
+    failed = {}
     for _ in range(repeats):
         for name, step in steps.items():
-            synchronize(device)
-            start = now()
-            step()
-            synchronize(device)
+            if name in failed:
+                continue
+            try:
+                synchronize(device)
+                start = now()
+                step()
+                synchronize(device)
+            except Exception as error:  # noqa: BLE001  (one method's error loses its row only)
+                failed[name] = failure(error)
+                continue
             seconds[name].append(now() - start)
-    return {name: (min(seconds[name]), peak_memory(step, device)) for name, step in steps.items()}
+    measured = {}
+    for name, step in steps.items():
+        try:
+            measured[name] = failed.get(name) or (min(seconds[name]), peak_memory(step, device))
+        except Exception as error:  # noqa: BLE001
+            measured[name] = failure(error)
+    return measured
+
+
+def measure_rows(where, methods, args, device, budget):
+    """Measure each path (in PATHS' order) at each length: `methods(path, length)` gives
+    {name: make}, make() the method's step (None: the method does not run on that path).
+    Each method is built and warmed up (the kernel's compile) on its own, an error losing its
+    row only; each row is printed as it is measured; once `budget` is spent nothing more starts
+    and what is left is said. Returns {path: {name: {length: (seconds, bytes) or failure}}}."""
+    results = {path: {} for path in paths_on(device)}
+    for path in paths_on(device):
+        for length in args.lengths:
+            steps, skipped = {}, []
+            for name, make in methods(path, length).items():
+                if budget.spent():
+                    skipped.append(name)
+                    continue
+                try:
+                    step = make()
+                    if step is None:
+                        continue
+                    results[path].setdefault(name, {})  # the tables' rows in the methods' order
+                    step()  # warm-up: the kernel's compile
+                    steps[name] = step
+                except Exception as error:  # noqa: BLE001  (one method's error loses its row only)
+                    results[path].setdefault(name, {})[length] = failure(error)
+                    print(f"row: {where} {path} | {name} | L={length} | {failure(error)}", flush=True)
+            for name, value in measure(steps, args.repeats, device).items():
+                results[path].setdefault(name, {})[length] = value
+                cell = value if isinstance(value, str) else f"{value[0] * 1e3:.3f} ms | {value[1] / 2**20:.2f} MiB"
+                print(f"row: {where} {path} | {name} | L={length} | {cell}", flush=True)
+            if skipped:
+                print(f"skipped: {where} {path} | L={length} | {len(skipped)} methods, the budget "
+                      f"({budget.seconds:.0f} s) spent: {'; '.join(skipped)}", flush=True)
+    return results
 
 
 # --- 1. one self-attention layer ----------------------------------------------------
@@ -278,26 +354,21 @@ def layer_step(module, batch, length, dim, device, dtype):
     return step
 
 
-def benchmark_layer(args, device, dtype):
-    methods = layer_methods(args)
-    results = {path: {} for path in paths_on(device)}
-    for length in args.lengths:
-        batch = max(1, args.tokens // length)
-        for path in paths_on(device):
-            steps = {}
-            for name, make in methods.items():
-                torch.manual_seed(0)
-                module = on_path(make(path != "plain"), path)
-                if module is None:
-                    continue
-                module = module.to(device).train()
-                for parameter in module.parameters():
-                    torch.nn.init.normal_(parameter, std=0.05)
-                steps[name] = layer_step(module, batch, length, args.d_model, device, dtype)
-            for name, value in measure(steps, args.repeats, device).items():
-                results[path].setdefault(name, {})[length] = value
-        print(f"  layer {dtype} L={length} done", file=sys.stderr, flush=True)
-    return results
+def benchmark_layer(args, device, dtype, where, budget):
+    def methods(path, length):
+        def step_of(make):
+            torch.manual_seed(0)
+            module = on_path(make(path != "plain"), path)
+            if module is None:
+                return None
+            module = module.to(device).train()
+            for parameter in module.parameters():
+                torch.nn.init.normal_(parameter, std=0.05)
+            return layer_step(module, max(1, args.tokens // length), length, args.d_model, device, dtype)
+
+        return {name: lambda make=make: step_of(make) for name, make in layer_methods(args).items()}
+
+    return measure_rows(where, methods, args, device, budget)
 
 
 # --- 2. a small full model -----------------------------------------------------------
@@ -358,28 +429,27 @@ def model_step(model, batch, length, vocab_size, device, dtype):
     return step
 
 
-def benchmark_model(args, device, dtype):
+def benchmark_model(args, device, dtype, where, budget):
     specials = [DefaultTokens.UNK, DefaultTokens.PAD, DefaultTokens.BOS, DefaultTokens.EOS]
     vocab = pyonmttok.build_vocab_from_tokens([f"w{i}" for i in range(args.vocab)], special_tokens=specials)
     vocabs = {"src": vocab, "tgt": vocab, "data_task": "seq2seq", "decoder_start_token": DefaultTokens.BOS}
-    results = {path: {} for path in paths_on(device)}
-    for length in args.lengths:
-        batch = max(1, args.tokens // length)
-        for path in paths_on(device):
-            steps = {}
-            for name, (extra, stock) in model_methods(args.far).items():
-                if stock and path == "triton":
-                    continue  # OpenNMT-py's own layers do not take the kernel
-                torch.manual_seed(0)
-                with openmt_attention_only() if stock else contextlib.nullcontext():
-                    model = model_builder.build_base_model(model_options(args, extra, path), vocabs)
-                for parameter in model.parameters():
-                    torch.nn.init.uniform_(parameter, -0.1, 0.1)
-                steps[name] = model_step(model.to(device).train(), batch, length, len(vocab), device, dtype)
-            for name, value in measure(steps, args.repeats, device).items():
-                results[path].setdefault(name, {})[length] = value
-        print(f"  model {dtype} L={length} done", file=sys.stderr, flush=True)
-    return results
+
+    def methods(path, length):
+        def step_of(extra, stock):
+            if stock and path == "triton":
+                return None  # OpenNMT-py's own layers do not take the kernel
+            torch.manual_seed(0)
+            with openmt_attention_only() if stock else contextlib.nullcontext():
+                model = model_builder.build_base_model(model_options(args, extra, path), vocabs)
+            for parameter in model.parameters():
+                torch.nn.init.uniform_(parameter, -0.1, 0.1)
+            return model_step(model.to(device).train(), max(1, args.tokens // length), length, len(vocab), device,
+                              dtype)
+
+        return {name: lambda extra=extra, stock=stock: step_of(extra, stock)
+                for name, (extra, stock) in model_methods(args.far).items()}
+
+    return measure_rows(where, methods, args, device, budget)
 
 
 # --- 3. onmt_train on INTERPOLATE-length data ------------------------------------------
@@ -454,7 +524,10 @@ def throughput(config, settings, env, args, device):
 ATTENTION_SAID = re.compile(r"on PyTorch's SDPA|first-use check|fused Triton kernel is off")
 
 
-def benchmark_train(args, device):
+def benchmark_train(args, device, budget):
+    """Train each method (APE's two baselines first) and print its row as it finishes; a run
+    that fails loses its row only. Once `budget` would be spent by a run as long as the longest
+    so far, the methods left are skipped, and said."""
     def lines(name):
         return (args.data / name).read_text(encoding="utf-8").split("\n")[: args.train_pairs]
 
@@ -487,35 +560,69 @@ def benchmark_train(args, device):
         vocab_config.write_text(yaml.safe_dump(base), encoding="utf-8")
         build_vocab = [Path(sys.executable).parent / "onmt_build_vocab", "-config", vocab_config, "-n_sample", "-1"]
         subprocess.run([str(a) for a in build_vocab], check=True, capture_output=True, env=env)
-        methods = train_methods(args.far)
-        for name, (settings, stock) in methods.items():
-            if args.train_methods and name not in (*TRAIN_BASELINES, *args.train_methods):
+        print(f"\n## onmt_train on INTERPOLATE-length data ({len(joined)} examples of 10 toy-ende pairs, "
+              f"mean {mean_length:.0f} source tokens; {args.model_layers} layers, d={args.model_dim}, "
+              f"batch {args.train_batch} tokens, {args.train_steps} steps)\n")
+        per = "second" if device.type == "cuda" else "CPU second"
+        print(f"| method | tokens per {per} | vs APE | vs APE, OpenNMT-py alone |\n|---|---|---|---|", flush=True)
+        chosen = [name for name in train_methods(args.far)
+                  if not args.train_methods or name in (*TRAIN_BASELINES, *args.train_methods)]
+        longest, skipped = 0.0, []
+        for name in chosen:
+            settings, stock = train_methods(args.far)[name]
+            if budget.spent(longest):
+                skipped.append(name)
                 continue
             method_env = {**env, "ONMT_POSENC": "off"} if stock else env
-            results[name], said = throughput(tmp / "train.yaml", {**base, **settings}, method_env, args, device)
+            started = time.monotonic()
+            try:
+                results[name], said = throughput(tmp / "train.yaml", {**base, **settings}, method_env, args, device)
+            except (RuntimeError, subprocess.SubprocessError, OSError) as error:  # its row only
+                results[name], said = failure(error), str(error).splitlines()[1:][-20:]
+            longest = max(longest, time.monotonic() - started)
+            print(train_row(name, results), flush=True)
             print(f"  onmt_train {name} done" + "".join(f"\n    {line}" for line in said), file=sys.stderr,
                   flush=True)
-    return results, len(joined), mean_length
+        if skipped:
+            print(f"\nskipped: train | {len(skipped)} methods, the budget ({budget.seconds:.0f} s) would be spent "
+                  f"(a run took up to {longest:.0f} s): {'; '.join(skipped)}", flush=True)
+    return results
+
+
+def train_row(name, rates):
+    """The train table's row of `name`: its rate and the ratios to APE's two baselines (measured first)."""
+    rate = rates[name]
+    if isinstance(rate, str):
+        return f"| {name} | {rate} | | |"
+    ratios = [f"x{rate / rates[base]:.2f}" if isinstance(rates.get(base), (int, float)) else "–" for base in
+              ("APE", "APE, OpenNMT-py alone")]
+    return f"| {name} | {rate:.0f} | " + " | ".join(ratios) + " |"
 
 
 # --- tables --------------------------------------------------------------------------------
 
+def table_cell(cells, base, length, index, scale, ratio):
+    """A table's cell: the figure and its ratio to APE's; "failed" or "skipped" where there is none."""
+    cell = cells.get(length, "skipped")
+    if isinstance(cell, str):
+        return cell.split(":")[0]
+    against = base.get(length)
+    return f"{cell[index] * scale:.1f}" + (f" (x{ratio(against[index], cell[index]):.2f})"
+                                          if isinstance(against, tuple) else "")
+
+
 def print_layer_tables(title, results, reference, lengths):
     for path in results:
         rows = results[path]
-        base = results[BASE_PATH[path]][reference]
-        print(f"\n### {title}, {path} path: ms (speed vs APE)\n")
-        print("| method | " + " | ".join(f"L={n}" for n in lengths) + " |")
-        print("|---|" + "---|" * len(lengths))
-        for name, cells in rows.items():
-            print(f"| {name} | " + " | ".join(
-                f"{cells[n][0] * 1e3:.1f} (x{base[n][0] / cells[n][0]:.2f})" for n in lengths) + " |")
-        print(f"\n### {title}, {path} path: peak MiB (memory vs APE)\n")
-        print("| method | " + " | ".join(f"L={n}" for n in lengths) + " |")
-        print("|---|" + "---|" * len(lengths))
-        for name, cells in rows.items():
-            print(f"| {name} | " + " | ".join(
-                f"{cells[n][1] / 2**20:.1f} (x{cells[n][1] / base[n][1]:.2f})" for n in lengths) + " |")
+        base = results[BASE_PATH[path]].get(reference, {})
+        for index, what, scale, ratio in ((0, "ms (speed vs APE)", 1e3, lambda ape, it: ape / it),
+                                          (1, "peak MiB (memory vs APE)", 2**-20, lambda ape, it: it / ape)):
+            print(f"\n### {title}, {path} path: {what}\n")
+            print("| method | " + " | ".join(f"L={n}" for n in lengths) + " |")
+            print("|---|" + "---|" * len(lengths))
+            for name, cells in rows.items():
+                print(f"| {name} | " + " | ".join(table_cell(cells, base, n, index, scale, ratio) for n in lengths)
+                      + " |")
 
 
 @contextlib.contextmanager
@@ -540,12 +647,13 @@ def sdpa_backends_said():
 
 
 def timed_part(title, reference, measure_part, args, device):
-    """Measure a part in each dtype; print its tables, the SDPA backends and the Triton compiles
-    as soon as each dtype is done."""
-    for dtype_name in args.dtypes:
+    """Measure a part in each dtype, each a fair share of the budget; print its tables, the SDPA
+    backends and the Triton compiles as soon as each dtype is done."""
+    budget = Budget(args.budget)
+    for done, dtype_name in enumerate(args.dtypes):
         dtype = DTYPES[dtype_name]
         with sdpa_backends_said() as backends, CompileTimes() as compiles:
-            results = measure_part(args, device, dtype)
+            results = measure_part(args, device, dtype, f"{title} {dtype_name}", budget.share(len(args.dtypes) - done))
         where = f"{title}, {dtype_name}" + (" autocast" if dtype != torch.float32 else "")
         print(f"\nSDPA's backends ({where}): " + ("; ".join(backends) or "none said"))
         print_layer_tables(where, results, reference, args.lengths)
@@ -563,6 +671,8 @@ def main(argv=None):
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 128, 512, 1024])
     parser.add_argument("--tokens", type=int, default=2048, help="tokens per batch (batch = tokens // L)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per method (best is kept)")
+    parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                        help="each part's seconds: it starts nothing after, and says what it skipped (default: none)")
     parser.add_argument("--d-model", type=int, default=512, help="layer part")
     parser.add_argument("--heads", type=int, default=8, help="layer part")
     parser.add_argument("--far", type=int, default=16, help="max_relative_positions (K)")
@@ -588,7 +698,7 @@ def main(argv=None):
                      + "; ".join(name for name in train_methods(args.far) if name not in TRAIN_BASELINES))
 
     device = torch.device(args.device)
-    args.dtypes = args.dtypes or (["fp16", "bf16"] if device.type == "cuda" else ["fp32"])
+    args.dtypes = args.dtypes or (["bf16", "fp16"] if device.type == "cuda" else ["fp32"])
     if args.threads:
         torch.set_num_threads(args.threads)
     if device.type == "cuda":  # TF32 for the float32 products, as mixed-precision training takes them
@@ -612,15 +722,7 @@ def main(argv=None):
               f"{args.model_heads} heads, vocabulary {args.vocab}), forward + backward with the loss")
         timed_part("Model", "APE", benchmark_model, args, device)
     if "train" in args.parts:
-        rates, examples, mean_length = benchmark_train(args, device)
-        print(f"\n## onmt_train on INTERPOLATE-length data ({examples} examples of 10 toy-ende pairs, "
-              f"mean {mean_length:.0f} source tokens; {args.model_layers} layers, d={args.model_dim}, "
-              f"batch {args.train_batch} tokens, {args.train_steps} steps)\n")
-        per = "second" if device.type == "cuda" else "CPU second"
-        print(f"| method | tokens per {per} | vs APE | vs APE, OpenNMT-py alone |")
-        print("|---|---|---|---|")
-        for name, rate in rates.items():
-            print(f"| {name} | {rate:.0f} | x{rate / rates['APE']:.2f} | x{rate / rates['APE, OpenNMT-py alone']:.2f} |")
+        benchmark_train(args, device, Budget(args.budget))
 
 
 if __name__ == "__main__":

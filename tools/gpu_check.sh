@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# The whole GPU check in one device call (its steps' time limits add up to 9 minutes), results
-# under $OUT, each file written as its step goes (a step cut off by its limit loses only what it had
-# not printed yet). Here first: bash tools/gpu_check_wheels.sh (wheels of what the GPU image lacks,
-# .whl/); then one call: run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=600).
-#   versions.txt    card, driver, torch, Triton; each step's start
-#   parity.txt      tests/model/test_fused_kernel.py compiled on the GPU (bfloat16 included)
+# The whole GPU check in one device call, about 7 minutes (each part's budget below; its timeout,
+# a backstop 15 s past the budget, makes the worst case 7.5 minutes against the call's 10),
+# results under $OUT, each file written as its step goes. Here first: bash tools/gpu_check_wheels.sh
+# (wheels of what the GPU image lacks, .whl/); then one call:
+# run(command="bash tools/gpu_check.sh", carry=[".whl"], timeout_s=600).
+# The parts run in the order of what matters:
+#   versions.txt    card, driver, torch, Triton; each step's start and budget; the setup's pip
+#   layer.txt       tools/benchmark_attention.py --parts layer, L = 128, 512, 1024, bfloat16 then
+#                   float16 (autocast, TF32 on): a "row: ..." line the moment each method is measured
+#                   at each path and length (a method that fails says so there and loses nothing
+#                   else), each dtype's tables when it ends, with SDPA's backends and each Triton
+#                   kernel's compile time; peak memory. Its budget: --budget, half to each dtype;
+#                   what it had no time for it says ("skipped: ...")
+#   model.txt       the same, --parts model (3+3 layers, d = 256)
+#   train.txt       the same, --parts train (short onmt_train of each method, fp16): each method's
+#                   row when its run ends, the methods it had no time for said
 #   ranks.txt       two ranks on the one GPU (tools/two_ranks_one_gpu.py) against one rank with
 #                   accum_count 2 (the same tokens per update): SHAPE + concat_pairs within
 #                   documents, and Shaw (its kernel after the first-use check)
-#   layer.txt       tools/benchmark_attention.py --parts layer, L = 128, 512, 1024, float16 then
-#                   bfloat16 (autocast, TF32 on), each dtype's tables printed when it ends, with
-#                   SDPA's backends and each Triton kernel's compile time; peak memory
-#   model.txt       the same, --parts model (3+3 layers, d = 256)
-#   train.txt       the same, --parts train (short onmt_train of each method, fp16)
-# The parity tests (8 at a time: most of their time is compiling the kernels' variants) and the
-# rank runs go first, side by side; then the timed benchmarks, one at a time.
+#   parity.txt      tests/model/test_fused_kernel.py compiled on the GPU (bfloat16 included), 8 at a
+#                   time beside the rank runs (most of its time is compiling the kernels' variants),
+#                   each test's verdict as it ends
 #
 # GPU_CHECK_DRY_RUN=1: every step on the CPU with tiny sizes (Triton's interpreter for the
 # kernel's parts, a subset of the parity tests, one rank on the CPU; the two-rank runs start
 # and stop where they need CUDA), no wheels installed: tests/model/test_gpu_check.py runs it so in CI.
+# The install step alone, dry-run: tools/gpu_check_install.sh (docs/benchmarks.md).
 set -u
 OUT=${OUT:-gpu_check_out}
 mkdir -p "$OUT"
@@ -37,33 +44,42 @@ if [ "$dry" = 1 ]; then
     train_sizes=(--train-steps 2 --train-report 1 --train-pairs 40 --train-batch 256 --model-dim 32
                  --model-layers 1 --model-heads 2 --train-methods "our shaw")
     one_rank=()
-    rank_steps=2 rank_report=1 rank_dtype=fp32 rank_limits=(300 300)
+    rank_steps=2 rank_report=1 rank_dtype=fp32 rank_limits=(300 300 300)
     # a dry run checks that every step runs, not how long it takes: a loaded CPU gets its time
-    part_limits=(600 600 600 600)
+    # (budgets, seconds: layer, model, train, the ranks beside parity; then each timeout's margin)
+    budgets=(600 600 600 600) margin=60
 else
-    step setup
-    python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl >>"$OUT/versions.txt" 2>&1
-    site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    echo "$PWD" >"$site/onmt_posenc_checkout.pth"  # before onmt_posenc_startup.pth, alphabetically
-    cp onmt_posenc_startup.pth "$site/"
-    parity_run=(env ONMT_POSENC_KERNEL_TEST_DEVICE=cuda python3 -m pytest -q -rA -p no:cacheprovider -n 8
+    step "setup"
+    bash tools/gpu_check_install.sh >>"$OUT/versions.txt" 2>&1 || echo "setup failed: see above" >>"$OUT/versions.txt"
+    parity_run=(env ONMT_POSENC_KERNEL_TEST_DEVICE=cuda python3 -m pytest -v -rfE -p no:cacheprovider -n 8
                 tests/model/test_fused_kernel.py)
     interpreted=()
     layer_sizes=(--lengths 128 512 1024 --repeats 5)
     model_sizes=(--lengths 128 512 1024 --repeats 5)
     train_sizes=(--train-steps 16 --train-report 4)
     one_rank=(-world_size 1 -gpu_ranks 0)
-    rank_steps=30 rank_report=10 rank_dtype=fp16 rank_limits=(35 40)
-    # parity, layer, model, train: with the ranks' and the setup's, 9 minutes in all
-    part_limits=(150 160 130 80)
+    # one rank, two ranks (each method), stock: 2 x (20 + 28) + 14 = the last part's 110 s
+    rank_steps=20 rank_report=5 rank_dtype=fp16 rank_limits=(20 28 14)
+    budgets=(130 85 70 110) margin=15
 fi
 { date -u; command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
       --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
   git log -1 --format='commit %H %s' 2>/dev/null; } >>"$OUT/versions.txt" 2>&1
 
-step "parity and ranks"
-timeout "${part_limits[0]}" "${parity_run[@]}" >"$OUT/parity.txt" 2>&1 &
+# the benchmarks one at a time (nothing else on the GPU), each within its budget (--budget)
+step "layer (budget ${budgets[0]} s)"
+timeout $(( budgets[0] + margin )) "${interpreted[@]}" python3 tools/benchmark_attention.py --parts layer \
+    --budget "${budgets[0]}" "${layer_sizes[@]}" >"$OUT/layer.txt" 2>&1
+step "model (budget ${budgets[1]} s)"
+timeout $(( budgets[1] + margin )) "${interpreted[@]}" python3 tools/benchmark_attention.py --parts model \
+    --budget "${budgets[1]}" "${model_sizes[@]}" >"$OUT/model.txt" 2>&1
+step "train (budget ${budgets[2]} s)"
+timeout $(( budgets[2] + margin )) python3 tools/benchmark_attention.py --parts train --budget "${budgets[2]}" \
+    "${train_sizes[@]}" >"$OUT/train.txt" 2>&1
+
+step "ranks and parity (${budgets[3]} s)"
+timeout "${budgets[3]}" "${parity_run[@]}" >"$OUT/parity.txt" 2>&1 &
 parity=$!
 
 # KFTT's excerpt (tests/data/kftt): English -> Japanese characters, one document id a line
@@ -110,16 +126,8 @@ PY
         | grep -E "Step|Error|error|rank|process|onmt-posenc|SDPA"
   done
   echo "### stock onmt_train, gpu_ranks 0 0 on one GPU"
-  timeout 20 onmt_train -config "$data/shaw.yaml" -world_size 2 -gpu_ranks 0 0 -gpu_backend gloo 2>&1 | tail -3
+  timeout "${rank_limits[2]}" onmt_train -config "$data/shaw.yaml" -world_size 2 -gpu_ranks 0 0 -gpu_backend gloo 2>&1 | tail -3
 } >"$OUT/ranks.txt" 2>&1
 wait "$parity"
-step layer
-timeout "${part_limits[1]}" "${interpreted[@]}" python3 tools/benchmark_attention.py --parts layer "${layer_sizes[@]}" \
-    >"$OUT/layer.txt" 2>&1
-step model
-timeout "${part_limits[2]}" "${interpreted[@]}" python3 tools/benchmark_attention.py --parts model "${model_sizes[@]}" \
-    >"$OUT/model.txt" 2>&1
-step train
-timeout "${part_limits[3]}" python3 tools/benchmark_attention.py --parts train "${train_sizes[@]}" >"$OUT/train.txt" 2>&1
 rm -rf "$data"
 step done

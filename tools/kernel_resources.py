@@ -17,6 +17,12 @@ interpreter, no GPU; Triton 3.x's binder is internal API (`create_function_from_
 
     python tools/kernel_resources.py                     # the whole table -> docs/kernel_resources.md
     python tools/kernel_resources.py --subset ci --check # CI's subset (`jobs`); exit 1 if a target is missed
+    python tools/kernel_resources.py --subset image --beside  # under another Triton: where it differs
+
+`--beside` (with `--subset image`, the lent H200's kernels: sm_90, float16 and bfloat16, every
+method) compiles under the Triton installed and writes, into docs/kernel_resources.md below its
+table, a section of that Triton's figures where they differ from the table's (the table itself,
+the whole set under one Triton, stays as it was).
 
 Targets (--check): no spills in float16 and bfloat16 at d_head 64, forward and backward, for
 Shaw K = 16, T5, ALiBi and the decaying mask; shared memory within sm_80's 163 KiB a block (every
@@ -86,6 +92,9 @@ def jobs(subset):
     """[(variant, arch)] to compile. `ci`, the targets' kernels at d_head 64: the decoder's
     training (causal) in float16 and bfloat16 for sm_90, the encoder's in float16 for sm_80, and
     the decoder's step in float16 for sm_90."""
+    if subset == "image":
+        return [(Variant(m, side, mode, dtype, d), 90) for m in METHODS for side, modes in MODES.items()
+                for mode in modes for dtype in AUTO_DTYPES for d in HEAD_SIZES]
     if subset == "ci":
         return ([(Variant(m, "decoder", "train", dtype, 64), 90) for m in TARGET_METHODS for dtype in AUTO_DTYPES]
                 + [(Variant(m, "encoder", "train", "fp16", 64), 80) for m in TARGET_METHODS]
@@ -275,14 +284,66 @@ def markdown(rows, triton_version):
     return "\n".join(lines) + "\n"
 
 
+# The committed table's rows (as `markdown` writes them) and the section that --beside writes below it
+TABLE_ROW = re.compile(r"^\| (?P<method>[^|]+) \| (?P<side>\w+) \| (?P<mode>\w+) \| (?P<dtype>\w+) \| "
+                       r"(?P<head_size>\d+) \| (?P<arch>\d+) \| (?P<kernel>[^|]+) \| (?P<registers>\d+) \| "
+                       r"(?P<spill_stores>\d+) \| (?P<stack>\d+) \| (?P<shared>\d+) \| [0-9.]+ \| [^|]+ \|$", re.M)
+BESIDE = "\n## Under another Triton"
+COMPARED = ("registers", "spill_stores", "stack", "shared")
+
+
+def key(row):
+    return tuple(str(row[name]) for name in ("method", "side", "mode", "dtype", "head_size", "arch")) + (
+        KERNEL_NAMES.get(row["kernel"], row["kernel"]),)
+
+
+def beside(table, rows, triton_version):
+    """The table's text with its section of `rows`, compiled under `triton_version`: how many
+    agree with the table's rows, and each that differs, both figures side by side."""
+    text = table.split(BESIDE)[0].rstrip("\n") + "\n"
+    committed = {key(match.groupdict()): match.groupdict() for match in TABLE_ROW.finditer(text)}
+    built = re.search(r"Triton ([0-9.]+)", text).group(1)
+    missing = [row for row in rows if key(row) not in committed]
+    if missing:
+        raise SystemExit(f"{len(missing)} kernels compiled are not in {TABLE}: {describe(missing[0])}, ...")
+    differing = [row for row in rows if any(str(row[name]) != committed[key(row)][name] for name in COMPARED)]
+    spilling = [row for row in rows if row["spill_stores"]]
+    lines = [
+        BESIDE.strip("\n") + f" (Triton {triton_version})",
+        "",
+        f"Written by `python tools/kernel_resources.py --subset image --beside` under Triton {triton_version}: "
+        f"{len(rows)} kernels for sm_90 in fp16 and bf16 (the lent H200's), every method, side, mode and head "
+        f"size. Against the table above (Triton {built}): {len(rows) - len(differing)} agree in registers, "
+        f"spills, stack and shared memory, {len(differing)} differ. Under Triton {triton_version} "
+        + (f"{len(spilling)} spill, at most {max(r['spill_stores'] for r in spilling)} B"
+           if spilling else "none spills")
+        + f"; {sum(1 for row in rows if missed(row))} miss a target.",
+        "",
+    ]
+    if differing:
+        lines += [f"| method | side | mode | dtype | d | sm | kernel | registers {built} / {triton_version} "
+                  f"| spilled B | stack B | shared B | targets ({triton_version}) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for row in differing:
+            before = committed[key(row)]
+            lines.append("| " + " | ".join(key(row)) + " | " + " | ".join(
+                f"{before[name]} / {row[name]}" for name in COMPARED) + f" | {verdict(row)} |")
+    return text + "\n" + "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--subset", choices=("all", "ci"), default="all")
+    parser.add_argument("--subset", choices=("all", "ci", "image"), default="all")
     parser.add_argument("--jobs", type=int, default=2, help="compiling processes")
     parser.add_argument("--output", type=Path, default=None,
                         help=f"the markdown table (default with --subset all: {TABLE.relative_to(REPO)})")
     parser.add_argument("--check", action="store_true", help="exit 1 if a row misses a target")
+    parser.add_argument("--beside", action="store_true",
+                        help="with --subset image: write this Triton's differences below the table "
+                        f"({TABLE.relative_to(REPO)})")
     args = parser.parse_args(argv)
+    if args.beside and args.subset != "image":
+        parser.error("--beside goes with --subset image")
     todo = jobs(args.subset)
     print(f"compiling the kernels of {len(todo)} variants and architectures, {args.jobs} at a time", flush=True)
     rows = []
@@ -294,9 +355,15 @@ def main(argv=None):
                       f"d={row['head_size']} sm_{row['arch']} {row['kernel']}: {row['registers']} registers, "
                       f"{row['spill_stores']} B spilled, {row['shared']} B shared, {row['seconds']:.1f} s "
                       f"({verdict(row)})", flush=True)
-    output = args.output or (TABLE if args.subset == "all" else None)
-    if output:
-        output.write_text(markdown(rows, importlib.metadata.version("triton")), encoding="utf-8")
+    version = importlib.metadata.version("triton")
+    output = args.output or (TABLE if args.subset == "all" or args.beside else None)
+    if args.beside:
+        output.write_text(beside(output.read_text(encoding="utf-8"), rows, version), encoding="utf-8")
+        print(f"wrote {output}")
+    elif output:
+        old = output.read_text(encoding="utf-8") if output.exists() else ""
+        kept = BESIDE + old.split(BESIDE, 1)[1] if BESIDE in old else ""
+        output.write_text(markdown(rows, version) + kept, encoding="utf-8")
         print(f"wrote {output}")
     failing = [row for row in rows if missed(row)]
     if args.check and failing:
