@@ -1,6 +1,7 @@
 """An experiment file's data settings: data folders and generated tasks, EXTRAPOLATE and
 INTERPOLATE through the stock commands on real corpora, single pairs mixed in, warm starts
 named, target phrases made once, data files checked before the first run."""
+import itertools
 import json
 import os
 import re
@@ -174,11 +175,24 @@ def test_joined_training_and_long_sets_without_a_separator(tmp_path):
     assert config["join_adjacent_max"] == 3
     train = {side: read_lines(folder / f"{side}-train.txt") for side in ("src", "tgt")}
     kept = [s for s, t in zip(train["src"], train["tgt"]) if len(s.split()) <= 12 and len(t.split()) <= 12]
-    # the vocabulary and the sample come from the single capped pairs: the longest training
-    # sentence is what the buckets call seen
+    # the vocabulary and the sample come from the single capped pairs; the longest example the
+    # transform can join (1 to 3 adjacent kept pairs, stopping before a dropped one) is what the
+    # buckets call seen
     assert tokens(read_lines(directory / "sample" / "train.sample.src")) == tokens(kept)
     result = json.loads((directory / "result.json").read_text())
-    assert result["longest_training_source"] == max(len(line.split()) for line in kept)
+    keeps = [len(s.split()) <= 12 and len(t.split()) <= 12 for s, t in zip(train["src"], train["tgt"])]
+    longest = {}
+    for side, key in (("source", "src"), ("target", "tgt")):
+        runs = []
+        for start in range(len(keeps)):
+            members = list(itertools.takewhile(lambda i: keeps[i], range(start, min(start + 3, len(keeps)))))
+            runs += [sum(len(train[key][i].split()) for i in members)] if members else []
+        longest[side] = max(runs)
+    assert longest["source"] > max(len(line.split()) for line in kept)  # a join is longer than any pair
+    assert result["longest_training_example"] == longest
+    assert result["longest_training_source"] == longest["source"]
+    assert json.loads((directory / "analyses" / "length_buckets.json").read_text())["test"]["max_train_length"] == \
+        longest["source"]
     test = read_lines(folder / "src-test.txt")
     for k in (2, 3):
         joined = read_lines(output / "data" / "short-joined" / "eval" / f"test-join{k}.src")
