@@ -121,12 +121,13 @@ def rescale_rotary_positions_when_translating():
     from onmt import model_builder
     from onmt.translate.translator import Translator
 
-    from onmt_posenc.model.attention import rotary
-
     stock_load_test_model = model_builder.load_test_model
 
+    # rotary is imported when called: at activation the attention package may be importing still
     @functools.wraps(stock_load_test_model)
     def load_test_model(opt, *args, **kwargs):
+        from onmt_posenc.model.attention import rotary
+
         vocabs, model, model_opt = stock_load_test_model(opt, *args, **kwargs)
         rotary.choose_scaling(model, model_opt, opt)
         return vocabs, model, model_opt
@@ -136,6 +137,8 @@ def rescale_rotary_positions_when_translating():
 
     @functools.wraps(stock_run_encoder)
     def _run_encoder(self, batch):
+        from onmt_posenc.model.attention import rotary
+
         rotary.scale_for_input(self.model, int(batch["srclen"].max()))
         return stock_run_encoder(self, batch)
 

@@ -3,7 +3,7 @@ from onmt.modules.multi_headed_attn import apply_rotary_emb, rotaryembeddings
 from onmt.utils.logging import logger
 
 from onmt_posenc.model.attention import register_attention
-from onmt_posenc.model.attention.rotary_scaling import RotaryScaling, rotation_table
+from onmt_posenc.model.attention.rotary_scaling import RotaryScaling, RotaryScalingError, rotation_table
 from onmt_posenc.model.attention.self_attention import SelfAttention
 
 # OpenNMT-py's rotary table length (grown on demand).
@@ -101,20 +101,18 @@ class RotaryAttention(SelfAttention):
 def choose_scaling(model, model_opt, opt):
     """onmt_translate's rotary_scaling for every rotary self-attention of a loaded model: the
     method and the longest training source (rotary_training_length, else what the checkpoint
-    records: `longest_training_source`). ModelOptionsError where the model has no rotary
+    records: `longest_training_source`). RotaryScalingError where the model has no rotary
     positions or no length is known."""
-    from onmt_posenc.model.options import ModelOptionsError
-
     method = getattr(opt, "rotary_scaling", None)
     if method is None:
         return
     layers = [module for module in model.modules() if isinstance(module, RotaryAttention)]
     where = f"-rotary_scaling {method}, model {', '.join(map(str, getattr(opt, 'models', None) or ['?']))}"
     if not layers:
-        raise ModelOptionsError(f"{where}: the model has no rotary positions (max_relative_positions -1)")
+        raise RotaryScalingError(f"{where}: the model has no rotary positions (max_relative_positions -1)")
     length = getattr(opt, "rotary_training_length", None) or getattr(model_opt, "longest_training_source", None)
     if not length:
-        raise ModelOptionsError(f"{where}: the checkpoint records no longest training source (onmt_train records it "
+        raise RotaryScalingError(f"{where}: the checkpoint records no longest training source (onmt_train records it "
                                 "since issue 72): give -rotary_training_length N, its longest training source in "
                                 "tokens")
     for layer in layers:

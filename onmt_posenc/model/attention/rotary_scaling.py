@@ -10,10 +10,16 @@ import math
 
 import torch
 
+from onmt_posenc.core.errors import UserError
+
 SCALINGS = ("interpolation", "ntk", "yarn")
 # YaRN's ramp (Peng et al. 2023, sec. 3.2): frequencies with fewer than ALPHA rotations over
 # the training length are interpolated, those with more than BETA kept; their LLaMA values
 YARN_ALPHA, YARN_BETA = 1.0, 32.0
+
+
+class RotaryScalingError(UserError, ValueError):
+    """onmt_translate's rotary_scaling for a model it cannot rescale."""
 
 
 @dataclasses.dataclass(frozen=True)
