@@ -412,3 +412,20 @@ def test_data_files_are_checked_before_the_first_run(tmp_path):
         with pytest.raises(experiments.ExperimentError, match=None) as error:
             check_data_files(loaded, loaded.runs)
         assert str(error.value) == f"{path}: {expected}"
+
+
+def test_the_longest_joined_example_is_the_longest_run_of_kept_adjacent_pairs():
+    """join_adjacent's examples: a kept pair and up to N - 1 kept pairs after it, stopping before
+    the first the filter drops (which starts none), and at the end of the file; each side's
+    longest apart. filtertoolong keeps at most src_seq_length source tokens and tgt_seq_length - 2
+    target tokens."""
+    from onmt_posenc.experiments.running.data_preparation import longest_adjacent_runs
+
+    src = [3, 4, 9, 2, 2, 5, 1]  # the third pair is too long: dropped
+    tgt = [1, 6, 1, 6, 1, 1, 7]
+    joined, singles = longest_adjacent_runs(src, tgt, 3, (5, 9))  # at most 5 source, 7 target tokens
+    assert singles == {"source": 5, "target": 7}
+    # sources: 3+4 (stopped by the dropped pair), 2+2+5 = 9, 5+1; targets: 6+1+1 = 8, 1+1+7 = 9
+    assert joined == {"source": 9, "target": 9}
+    assert longest_adjacent_runs(src, tgt, 1, (5, 9))[0] == singles
+    assert longest_adjacent_runs(src, tgt, 2, None)[0] == {"source": 13, "target": 8}  # nothing dropped
