@@ -113,3 +113,24 @@ def errors_in_one_line():
             stock_excepthook(kind, error, traceback)
 
     sys.excepthook = excepthook
+
+
+def record_the_longest_training_source():
+    """onmt_train keeps in the model options it saves with every checkpoint
+    (`longest_training_source`) the longest source of the batches it has trained on, after
+    every transform (a joined example counts whole): onmt_translate's rotary_scaling reads it.
+    A run resumed with train_from goes on from the checkpoint's. Each GPU rank counts its own
+    batches, and the first rank saves."""
+    from onmt import trainer
+
+    stock_gradient_accumulation = trainer.Trainer._gradient_accumulation
+
+    @functools.wraps(stock_gradient_accumulation)
+    def _gradient_accumulation(self, true_batches, *args, **kwargs):
+        if self.model_saver is not None:
+            model_opt = self.model_saver.model_opt
+            longest = max(int(batch["srclen"].max()) for batch in true_batches)
+            model_opt.longest_training_source = max(longest, getattr(model_opt, "longest_training_source", 0) or 0)
+        return stock_gradient_accumulation(self, true_batches, *args, **kwargs)
+
+    trainer.Trainer._gradient_accumulation = _gradient_accumulation

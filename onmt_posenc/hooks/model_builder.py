@@ -119,3 +119,35 @@ def build_layers_without_the_meta_device():
 
     for module in (embeddings, multi_headed_attn, position_ffn, model_builder):
         module.skip_init = built_on_the_cpu
+
+
+def rescale_rotary_positions_when_translating():
+    """onmt_translate's rotary_scaling: `load_test_model` (each model of an ensemble) gives the
+    model's rotary layers their rule, and the translator's `_run_encoder`, which every batch's
+    search starts with, their factor from the batch's longest source, before the encoder and
+    the decoder run."""
+    from onmt import model_builder
+    from onmt.translate.translator import Translator
+
+    stock_load_test_model = model_builder.load_test_model
+
+    # rotary is imported when called: at activation the attention package may be importing still
+    @functools.wraps(stock_load_test_model)
+    def load_test_model(opt, *args, **kwargs):
+        from onmt_posenc.model.attention import rotary
+
+        vocabs, model, model_opt = stock_load_test_model(opt, *args, **kwargs)
+        rotary.choose_scaling(model, model_opt, opt)
+        return vocabs, model, model_opt
+
+    model_builder.load_test_model = load_test_model
+    stock_run_encoder = Translator._run_encoder
+
+    @functools.wraps(stock_run_encoder)
+    def _run_encoder(self, batch):
+        from onmt_posenc.model.attention import rotary
+
+        rotary.scale_for_input(self.model, int(batch["srclen"].max()))
+        return stock_run_encoder(self, batch)
+
+    Translator._run_encoder = _run_encoder

@@ -5,8 +5,8 @@ modules are where it breaks:
 
     parser          onmt.opts, onmt.utils.parse.ArgumentParser
     data_pipeline   onmt.inputters, onmt.transforms, onmt.bin.build_vocab
-    model_builder   onmt.model_builder, onmt.modules (their skip_init)
-    commands        torch.load / torch.save, the commands' checks, sys.excepthook
+    model_builder   onmt.model_builder, onmt.modules (their skip_init), onmt.translate.translator
+    commands        torch.load / torch.save, the commands' checks, sys.excepthook, onmt.trainer
     ctranslate2     ctranslate2.converters.opennmt_py (installed by the start-up hook
                     when CTranslate2's converter is imported)
 """
@@ -34,9 +34,11 @@ def activate():
     model_builder.build_attention()
     model_builder.initialize_parameters()
     model_builder.choose_the_kernel_when_translating()
+    model_builder.rescale_rotary_positions_when_translating()
     data_pipeline.carry_target_phrases()
     commands.load_checkpoints_safely()
     commands.check_checkpoint_folders()
     commands.check_before_starting()
     commands.no_empty_translation_on_failure()
     commands.errors_in_one_line()
+    commands.record_the_longest_training_source()

@@ -55,8 +55,31 @@ def add_model_options(parser):
 
 
 def add_translate_options(parser):
-    """onmt_translate's own attention_kernel: the run's choice, not the checkpoint's."""
-    add_kernel_option(parser.add_argument_group("Position representations (onmt-posenc)"))
+    """onmt_translate's own attention_kernel (the run's choice, not the checkpoint's) and the
+    rescaling of rotary positions for long inputs."""
+    from onmt_posenc.model.attention.rotary_scaling import SCALINGS
+
+    group = parser.add_argument_group("Position representations (onmt-posenc)")
+    add_kernel_option(group)
+    group.add(
+        "--rotary_scaling",
+        "-rotary_scaling",
+        choices=SCALINGS,
+        default=None,
+        help="Rotary models (max_relative_positions -1): rescale the rotation for inputs longer than the longest "
+        "training source, by the factor s = max(1, L / L_train) of each batch's longest source L: 'interpolation' "
+        "(Chen et al. 2023: positions times 1/s), 'ntk' (NTK-aware: the base times s^(d/(d-2))), 'yarn' (Peng et "
+        "al. 2023: interpolation per frequency by a ramp from 1 to 32 rotations over L_train, and q.k divided by "
+        "the temperature t, sqrt(1/t) = 0.1 ln s + 1). Unset: the model's own rotation.",
+    )
+    group.add(
+        "--rotary_training_length",
+        "-rotary_training_length",
+        type=int,
+        default=None,
+        help="L_train of rotary_scaling: the model's longest training source, in tokens (default: what the "
+        "checkpoint records, longest_training_source; onmt_train records it).",
+    )
 
 
 def add_kernel_option(group):

@@ -1,6 +1,7 @@
 """An experiment file's data settings: data folders and generated tasks, EXTRAPOLATE and
 INTERPOLATE through the stock commands on real corpora, single pairs mixed in, warm starts
 named, target phrases made once, data files checked before the first run."""
+import itertools
 import json
 import os
 import re
@@ -174,11 +175,24 @@ def test_joined_training_and_long_sets_without_a_separator(tmp_path):
     assert config["join_adjacent_max"] == 3
     train = {side: read_lines(folder / f"{side}-train.txt") for side in ("src", "tgt")}
     kept = [s for s, t in zip(train["src"], train["tgt"]) if len(s.split()) <= 12 and len(t.split()) <= 12]
-    # the vocabulary and the sample come from the single capped pairs: the longest training
-    # sentence is what the buckets call seen
+    # the vocabulary and the sample come from the single capped pairs; the longest example the
+    # transform can join (1 to 3 adjacent kept pairs, stopping before a dropped one) is what the
+    # buckets call seen
     assert tokens(read_lines(directory / "sample" / "train.sample.src")) == tokens(kept)
     result = json.loads((directory / "result.json").read_text())
-    assert result["longest_training_source"] == max(len(line.split()) for line in kept)
+    keeps = [len(s.split()) <= 12 and len(t.split()) <= 12 for s, t in zip(train["src"], train["tgt"])]
+    longest = {}
+    for side, key in (("source", "src"), ("target", "tgt")):
+        runs = []
+        for start in range(len(keeps)):
+            members = list(itertools.takewhile(lambda i: keeps[i], range(start, min(start + 3, len(keeps)))))
+            runs += [sum(len(train[key][i].split()) for i in members)] if members else []
+        longest[side] = max(runs)
+    assert longest["source"] > max(len(line.split()) for line in kept)  # a join is longer than any pair
+    assert result["longest_training_example"] == longest
+    assert result["longest_training_source"] == longest["source"]
+    assert json.loads((directory / "analyses" / "length_buckets.json").read_text())["test"]["max_train_length"] == \
+        longest["source"]
     test = read_lines(folder / "src-test.txt")
     for k in (2, 3):
         joined = read_lines(output / "data" / "short-joined" / "eval" / f"test-join{k}.src")
@@ -398,3 +412,20 @@ def test_data_files_are_checked_before_the_first_run(tmp_path):
         with pytest.raises(experiments.ExperimentError, match=None) as error:
             check_data_files(loaded, loaded.runs)
         assert str(error.value) == f"{path}: {expected}"
+
+
+def test_the_longest_joined_example_is_the_longest_run_of_kept_adjacent_pairs():
+    """join_adjacent's examples: a kept pair and up to N - 1 kept pairs after it, stopping before
+    the first the filter drops (which starts none), and at the end of the file; each side's
+    longest apart. filtertoolong keeps at most src_seq_length source tokens and tgt_seq_length - 2
+    target tokens."""
+    from onmt_posenc.experiments.running.data_preparation import longest_adjacent_runs
+
+    src = [3, 4, 9, 2, 2, 5, 1]  # the third pair is too long: dropped
+    tgt = [1, 6, 1, 6, 1, 1, 7]
+    joined, singles = longest_adjacent_runs(src, tgt, 3, (5, 9))  # at most 5 source, 7 target tokens
+    assert singles == {"source": 5, "target": 7}
+    # sources: 3+4 (stopped by the dropped pair), 2+2+5 = 9, 5+1; targets: 6+1+1 = 8, 1+1+7 = 9
+    assert joined == {"source": 9, "target": 9}
+    assert longest_adjacent_runs(src, tgt, 1, (5, 9))[0] == singles
+    assert longest_adjacent_runs(src, tgt, 2, None)[0] == {"source": 13, "target": 8}  # nothing dropped

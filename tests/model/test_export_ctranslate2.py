@@ -65,6 +65,8 @@ REFUSED = {
     "shaw_with_ape": {"max_relative_positions": 16, "src_position_encoding": "sinusoidal"},
     "alibi": {"max_relative_positions": -2},
     "decay": {"relative_attention": "decay"},
+    "kerple": {"relative_attention": "kerple"},
+    "fire": {"relative_attention": "fire"},
     "shaw_encoder_only": {"max_relative_positions": 16, "relative_positions_side": "encoder"},
 }
 # The trained rotary model with OpenNMT-py's other rotary options (its weights
@@ -387,6 +389,8 @@ def test_exported_scale_is_word_embedding_scale(checkpoints, name, scale, positi
         ("shaw_with_ape", "src_position_encoding sinusoidal with max_relative_positions 16: a CTranslate2 stack"),
         ("alibi", "max_relative_positions -2 (ALiBi) in an encoder-decoder model: OpenNMT-py adds"),
         ("decay", "relative_attention decay: the decaying mask multiplies the attention weights by a ramp"),
+        ("kerple", "relative_attention kerple: its bias -r1 log(1 + r2 |i - j|) is learned per head"),
+        ("fire", "relative_attention fire: its bias is an MLP of each (query, key) pair's positions"),
         ("shaw_encoder_only", "relative_positions_side encoder: CTranslate2's OpenNMT-py converter builds"),
     ],
 )

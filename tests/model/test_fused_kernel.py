@@ -48,6 +48,7 @@ METHODS = {
     "shaw keys only": (dict(max_relative_positions=FAR), "shaw", "none"),
     "music": (dict(max_relative_positions=FAR), "music", None),
     "decay": (dict(), "decay", None),
+    "kerple": (dict(), "kerple", None),
 }
 # One of Shaw's value tables stands for the other in the kernel-level tests (one kernel variant)
 KERNEL_METHODS = [method for method in METHODS if method != "shaw separate"]
@@ -585,8 +586,9 @@ def test_attention_kernel_option(method, extra, kernels):
 
 
 def test_a_variant_that_does_not_describe_its_term_keeps_its_pytorch_paths():
-    """Every registered variant with a relative term describes it to the kernel; those without
-    one (absolute positions, rotary) take SDPA; one added with its own relative_logits and no
+    """Every registered variant with a relative term of the distance describes it to the kernel;
+    those without one (absolute positions, rotary) and FIRE, whose bias of (i, j) no distance
+    table holds, take SDPA; one added with its own relative_logits and no
     kernel_terms is not put on the kernel, which would drop its term."""
     from onmt_posenc.model.attention import ATTENTIONS
     from onmt_posenc.model.attention.self_attention import SelfAttention
@@ -596,5 +598,5 @@ def test_a_variant_that_does_not_describe_its_term_keeps_its_pytorch_paths():
             return torch.zeros(q.size(2), key_len)
 
     assert sorted(name for name, variant in ATTENTIONS.items() if not variant.kernel_covers()) == [
-        "absolute", "rotary"]
+        "absolute", "fire", "rotary"]
     assert not Window.kernel_covers()

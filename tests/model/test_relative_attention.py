@@ -29,6 +29,8 @@ from onmt_posenc.model.attention import replacement_for
 from onmt_posenc.model.attention.alibi import AlibiAttention
 from onmt_posenc.model.attention.decaying_mask import DecayingMaskAttention
 from onmt_posenc.model.attention.distance_tables import distance_sums
+from onmt_posenc.model.attention.fire import FireAttention
+from onmt_posenc.model.attention.kerple import KerpleLogAttention
 from onmt_posenc.model.attention.music import MusicRelativeAttention, skew
 from onmt_posenc.model.attention.rotary import RotaryAttention
 from onmt_posenc.model.attention.self_attention import SelfAttention
@@ -313,6 +315,8 @@ DECODERS = {
     "rotary": lambda: RotaryAttention(HEADS, DIM, DIM // HEADS, rotary_interleave=True, rotary_theta=1e4, dropout=0.0),
     "alibi": lambda: AlibiAttention(HEADS, DIM, dropout=0.0),
     "t5": lambda: T5BucketAttention(HEADS, DIM, buckets=16, max_distance=FAR, dropout=0.0),
+    "kerple": lambda: KerpleLogAttention(HEADS, DIM, dropout=0.0),
+    "fire": lambda: FireAttention(HEADS, DIM, dropout=0.0),
 }
 
 
@@ -421,6 +425,9 @@ def test_music_tables_initialized_per_layer(vocabs, init):
         (["-max_relative_positions", "8", "-relative_values", "none"], ShawRelativeAttention,
          ["relative_keys_embeddings.weight"]),
         (["-relative_attention", "decay"], DecayingMaskAttention, []),
+        (["-relative_attention", "kerple"], KerpleLogAttention, ["kerple_r1", "kerple_r2"]),
+        (["-relative_attention", "fire"], FireAttention, ["fire_c", "fire_threshold_scale", "fire_mlp.0.weight",
+                                                          "fire_mlp.0.bias", "fire_mlp.2.weight", "fire_mlp.2.bias"]),
     ],
 )
 def test_builder_installs_the_chosen_attention(vocabs, args, kind, names):

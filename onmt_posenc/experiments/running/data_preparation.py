@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from onmt_posenc.core import joining as interpolate
-from onmt_posenc.core.text import read_lines
+from onmt_posenc.core.text import opennmt_tokens, read_lines
 from onmt_posenc.data import chunk_japanese, synthetic
-from onmt_posenc.experiments.file.spec import SAMPLE_SEED, FilePair
+from onmt_posenc.experiments.file.spec import SAMPLE_SEED, SETTING_TRANSFORMS, FilePair
 from onmt_posenc.experiments.running.store import file_digest, phrase_file, write_text_atomically
 
 
@@ -139,13 +139,68 @@ def prepare_phrases(files, directory, say):
     return phrases
 
 
-def longest_training_source(directory):
-    """The longest source a run trained on, in tokens, from the training corpus that
-    `onmt_build_vocab -dump_samples` wrote as the transforms made it (after
-    EXTRAPOLATE's filter, INTERPOLATE's joining and any tokenization; under join_training,
-    the single pairs before joining: see RunExecutor.execute)."""
-    samples = sorted(Path(directory, "sample").glob("*.src"))
-    if not samples:
-        raise FileNotFoundError(f"no training samples in {Path(directory, 'sample')}; onmt_build_vocab writes "
-                                "them with -dump_samples")
-    return max(len(line.split()) for path in samples for line in read_lines(path))
+# The transform of join_training (onmt_posenc.data.transforms.join_adjacent)
+JOIN_ADJACENT = next(name for name, key in SETTING_TRANSFORMS.items() if key == "join_training")
+
+
+def longest_training_example(directory, config):
+    """{"source": tokens, "target": tokens}: the longest source and the longest target a run
+    trained on, after every transform, what the analyses call seen.
+
+    The training corpus that `onmt_build_vocab -dump_samples` wrote as the transforms made it
+    (EXTRAPOLATE's filter, INTERPOLATE's joining, any tokenization) gives the single examples.
+    Under join_training (`join_adjacent`, built into the samples one pair at a time: see
+    RunExecutor.execute) an example joins up to join_adjacent_max adjacent pairs that the
+    filter keeps, stopping before the first it drops (data/transforms/join_adjacent.py): the
+    longest such run of each side is measured on the corpus file, line by line, and its single
+    pairs must be the samples' (else the transforms are not the ones measured here)."""
+    samples = Path(directory, "sample")
+    longest = {}
+    for side, suffix in (("source", "src"), ("target", "tgt")):
+        paths = sorted(samples.glob(f"*.{suffix}"))
+        if not paths:
+            raise FileNotFoundError(f"no training samples in {samples}; onmt_build_vocab writes them with -dump_samples")
+        longest[side] = max(len(opennmt_tokens(line)) for path in paths for line in read_lines(path))
+    for cid, corpus in (config.get("data") or {}).items():
+        transforms = corpus.get("transforms") or []
+        if JOIN_ADJACENT not in transforms:
+            continue
+        before = transforms[: transforms.index(JOIN_ADJACENT)]
+        if set(before) - {"filtertoolong"}:
+            raise ValueError(f"corpus {cid}: the longest joined example is measured with filtertoolong alone before "
+                             f"{JOIN_ADJACENT}, not {before}")
+        joined, singles = longest_adjacent_runs(
+            [len(line.split()) for line in read_lines(corpus["path_src"])],
+            [len(line.split()) for line in read_lines(corpus["path_tgt"])],
+            config.get("join_adjacent_max", 3), (config.get("src_seq_length"), config.get("tgt_seq_length"))
+            if "filtertoolong" in before else None)
+        if any(singles[side] > longest[side] for side in singles):
+            raise ValueError(f"corpus {cid}: its longest kept pair ({singles}) is longer than the training samples' "
+                             f"({longest}): the transforms before {JOIN_ADJACENT} are not the ones measured")
+        longest = {side: max(longest[side], joined[side]) for side in longest}
+    return longest
+
+
+def longest_adjacent_runs(src_lengths, tgt_lengths, most, limits):
+    """({"source", "target"} of the longest joins of 1 to `most` adjacent kept pairs, the same of
+    the single kept pairs), from each line's tokens counted. `limits`: filtertoolong's
+    (src_seq_length, tgt_seq_length), which keeps a pair of at most src_seq_length source
+    tokens and tgt_seq_length - 2 target tokens (OpenNMT-py's rule: room for <s> and </s>; an
+    empty line is one empty token to it, and none once joined: `join_segments`); None: every
+    pair kept."""
+    if limits is None:
+        kept = [True] * len(src_lengths)
+    else:
+        kept = [max(s, 1) <= limits[0] and max(t, 1) <= limits[1] - 2 for s, t in zip(src_lengths, tgt_lengths)]
+    joined, singles = {"source": 0, "target": 0}, {"source": 0, "target": 0}
+    for start in range(len(kept)):
+        if not kept[start]:
+            continue  # dropped before join_adjacent sees it
+        singles = {"source": max(singles["source"], src_lengths[start]),
+                   "target": max(singles["target"], tgt_lengths[start])}
+        end = start
+        while end < min(start + most, len(kept)) and kept[end]:
+            end += 1
+        joined = {"source": max(joined["source"], sum(src_lengths[start:end])),
+                  "target": max(joined["target"], sum(tgt_lengths[start:end]))}
+    return joined, singles

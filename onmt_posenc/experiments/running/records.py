@@ -39,6 +39,7 @@ RECORD = {  # result.json, failure.json or interrupted.json
     "analyses": Maybe(Each(str)), "analysis_errors": Maybe(Each(str)), "config": Maybe(dict, null=True),
     "step": Maybe(int, null=True), "command": Maybe(str), "runner": Maybe(str), "model_sha256": Maybe(str),
     "warm_start": Maybe({"source": str, "from": str, "sha256": str}, null=True),
+    "longest_training_source": Maybe(int), "longest_training_example": Maybe({"source": int, "target": int}),
 }
 FINISHED = {"bleu": Each(NUMBER), "bleu_signature": str, "config": dict}  # besides RECORD
 ANALYSIS_FORMS = {

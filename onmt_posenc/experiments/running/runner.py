@@ -31,7 +31,7 @@ from onmt_posenc.hooks import stock
 from onmt_posenc.model.checkpoints import is_complete
 from onmt_posenc.core.scoring import corpus_bleu, is_joined, split_scores
 from onmt_posenc.experiments.running.locks import LOCK, RunLock, waiting_for
-from onmt_posenc.experiments.running.data_preparation import (corpus_files, longest_training_source, prepare_data,
+from onmt_posenc.experiments.running.data_preparation import (corpus_files, longest_training_example, prepare_data,
                                                               prepare_phrases)
 from onmt_posenc.experiments.running.opennmt_config import run_config
 from onmt_posenc.experiments.running.progress import DeviceWatch, Progress, machine, train_progress
@@ -79,15 +79,17 @@ class RunExecutor:
             self.progress.say("build vocabulary")
             # -dump_samples: the training corpus as the transforms made it, in sample/, to check what was trained on
             # join_training: from the single pairs (join_adjacent_max 1), so that the vocabulary is the one
-            # the same setting without joining builds, and the sample's longest source is the longest
-            # training sentence: what the analyses' buckets call seen
+            # the same setting without joining builds (the longest joined example is measured on the
+            # corpus: longest_training_example)
             single = ["-join_adjacent_max", "1"] if self.experiment.data[self.run.data].join_training else []
             self.stock("onmt_build_vocab", ["-config", self.dir / "config.yaml", "-n_sample", "-1", "-dump_samples",
                                             *single], "build_vocab")
             # kept for the run's wall time when a later invocation finishes it
             write_json(self.dir / VOCAB_SECONDS, round(time.time() - started, 1))
         write_text_atomically(self.dir / "translate.yaml", yaml.safe_dump(self.experiment.translate, sort_keys=False))
-        self.longest_source = longest_training_source(self.dir)
+        # what the analyses' buckets call seen: the longest example of each side, joins included
+        self.longest_example = longest_training_example(self.dir, config)
+        self.longest_source = self.longest_example["source"]
         if resume_from is None or checkpoint_step(resume_from) < config.get("train_steps", curves.DEFAULT_TRAIN_STEPS):
             args = ["-config", self.dir / "config.yaml"]
             if resume_from is not None:
@@ -152,6 +154,7 @@ class RunExecutor:
             "machine": machine(),
             "device_sharing": read_stored(self.dir / DEVICE)[0] if (self.dir / DEVICE).is_file() else None,
             "longest_training_source": self.longest_source,
+            "longest_training_example": self.longest_example,
             "checkpoints_averaged": [p.name for p in averaged],
             # the model evaluated, and the one it started from: a run that starts from this one
             # names it by this digest (provenance of warm starts, in the records alone)
