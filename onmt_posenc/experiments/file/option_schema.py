@@ -6,6 +6,7 @@ itself are left out. Each key has the type its parser converts to, its choices a
 and the least value the extension checks (each position scheme's `option_minimums`, the
 schedule's counts), so that an editor flags what `onmt-posenc run` would refuse."""
 import argparse
+import re
 
 from onmt_posenc.core.arguments import non_negative_int, one_token, positive_int
 from onmt_posenc.experiments.file.spec import RUNNER_KEYS, RUNNER_TRANSLATE_KEYS
@@ -55,7 +56,8 @@ def value_schema(action, minimum=None):
 
 
 def first_sentence(text):
-    return (text or "").split(". ")[0].strip().rstrip(".")
+    """The help text up to its first full stop ("et al.", "e.g.", "i.e." end no sentence)."""
+    return re.split(r"(?<!\bal)(?<!e\.g)(?<!i\.e)\. ", text or "")[0].strip().rstrip(".")
 
 
 def options_schema(parsers, refused):
