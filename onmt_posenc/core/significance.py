@@ -131,3 +131,27 @@ def holm(p_values):
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
         adjusted[index] = running
     return adjusted
+
+
+def grouped(statistics, groups):
+    """Sentences' (sentences, k) statistics laid out by group for group_weighted: (kept, G x (k + 1)),
+    sentence i's statistics and a 1 in the block of its group, groups[i] (None: left out)."""
+    statistics = np.asarray(statistics, dtype=float)
+    kept = [i for i, group in enumerate(groups) if group is not None]
+    count = max((groups[i] for i in kept), default=-1) + 1
+    width = statistics.shape[1] + 1
+    laid = np.zeros((len(kept), count * width))
+    for row, i in enumerate(kept):
+        laid[row, groups[i] * width:(groups[i] + 1) * width] = [*statistics[i], 1.0]
+    return laid
+
+
+def group_weighted(scorer, groups, k):
+    """A scorer of grouped() sums: each group's corpus score by `scorer`, weighted by its sentences
+    (the bucket-weighted BLEU of the length buckets); a group a resample misses weighs 0."""
+    def score(sums):
+        blocks = sums.reshape(len(sums), groups, k + 1)
+        counts = blocks[:, :, k]
+        scores = np.stack([scorer(blocks[:, g, :k]) for g in range(groups)], 1)
+        return (scores * counts).sum(1) / counts.sum(1)
+    return score

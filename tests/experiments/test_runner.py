@@ -17,6 +17,8 @@ from runner_helpers import DEMO, LONG, PNG_MAGIC, SCALED_DOWN, experiment_file, 
 
 from onmt_posenc import experiments
 from onmt_posenc.experiments.running import checkpoints as run_checkpoints, progress as progress_module, runner
+from onmt_posenc.core import scoring
+from onmt_posenc.experiments.running import records
 from onmt_posenc.experiments.running.store import file_digest
 
 
@@ -56,6 +58,31 @@ def test_demo_end_to_end(demo):
     shape = yaml.safe_load((output / "synthetic/shape/seed1/config.yaml").read_text())
     demo_k = yaml.safe_load(DEMO.read_text())["methods"]["shape"]["shape_max_shift"]
     assert shape["shape_max_shift"] == demo_k and shape["train_steps"] == 16  # the file's K, the --set steps
+
+
+def test_each_run_keeps_its_translations_and_they_rebuild_its_scores(demo, tmp_path):
+    """Every evaluated set's translations, copied beside results.json with the references, give
+    the record's BLEU and chrF again (to 0.01, the records' figures' resolution) with the run
+    folders gone: what a resample of the sentences needs is committed."""
+    output, _ = demo
+    copy = tmp_path / "out"
+    shutil.copytree(output, copy)
+    shutil.rmtree(copy / "synthetic")
+    results = json.loads((copy / "results.json").read_text(encoding="utf-8"))
+    checked = 0
+    for record in results["runs"]:
+        assert set(record["translations"]) == set(record["bleu"])
+        for eval_set, name in record["translations"].items():
+            assert name == f"translations/{record['id']}/{eval_set}.json.gz"
+            (hyps, refs, lengths), why = records.read_translations({**record, "translations_root": copy}, eval_set)
+            assert why is None and len(hyps) == len(refs) == len(lengths)
+            bleu = scoring.corpus_bleu(hyps, refs)
+            assert bleu.score == pytest.approx(record["bleu"][eval_set], abs=0.01)
+            assert bleu.chrf == pytest.approx(record["chrf"][eval_set], abs=0.01)
+            checked += 1
+    assert checked == 3 * len(results["runs"][0]["bleu"])
+    (refs_kept,) = {p.parent for p in (copy / "translations" / "references").iterdir()}
+    assert refs_kept == copy / "translations" / "references"
 
 
 def claims_row(report, claim):
