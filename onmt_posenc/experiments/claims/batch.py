@@ -257,6 +257,26 @@ def bucket_bleu(result, buckets):
     return sum(result["bleu"][k] * result["counts"][k] for k in buckets) / counts if counts else None
 
 
+# The statistics of every comparison the claims and the report judge, in words (Difference)
+STATISTICS_WORDS = (
+    "A difference of two methods' seed means gets an interval from both its components: the seeds' spread "
+    "(Student's t over their scores, pooled over the methods with 3 seeds or more) and, where the runs kept their "
+    "translations, the test set's sentences (sacreBLEU's paired bootstrap of 1,000 resamples, the same sentences "
+    "for both sides and every seed, less the seed-by-sentence noise the seeds' spread already counts), added with "
+    "Welch-Satterthwaite degrees of freedom; with one seed a side, sacreBLEU's paired bootstrap alone. Where a "
+    "batch kept no translations, the interval is the seeds' alone and says \"test-set variance not measured\". "
+    "Every \"no difference measured\" states the smallest difference it could have found at 80% power "
+    "(two-sided 5%): (t(0.975, df) + t(0.80, df)) x the standard error.")
+
+
+def claims_method(rows):
+    """How a claims table's comparisons are judged, in words, with its family's size."""
+    family = max((row.get("figures", {}).get("family", 0) for row in rows), default=0)
+    return [STATISTICS_WORDS, "", f"The table's comparisons are one family of {family}: each verdict is judged after "
+            "Holm's correction over them (the raw p beside the adjusted)." if family else
+            "No comparison of this table is judged, so its family is empty."]
+
+
 def mean_cell(values, digits=2, seeds=False):
     """Seeds' values as a table cell: mean ± standard deviation (one value as it is, – for
     none); `seeds`: saying over how many."""
