@@ -165,8 +165,8 @@ def extrapolation_section(report):
     for data, runs in capped.items():
         columns = measures(runs.split_set, runs.joined)
         base = _baseline_label(experiment, runs.by_label)
-        report.add(f"### {data}: every method (split at {runs.at} tokens, {runs.split_set}; longest training "
-                   f"example {runs.longest()})", "")
+        report.add(f"### {data}: every method (split at {runs.at} tokens, {runs.split_set})", "",
+                   f"The longest training example of its runs: {runs.longest()} tokens.", "")
         report.table(["method", *(column.title for column in columns)],
                      [[f"{label} ({len(runs.by_label[label])})", *(mean_cell(runs.values(label, column.value))
                                                                   for column in columns)]
