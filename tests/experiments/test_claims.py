@@ -478,3 +478,25 @@ def test_of_the_committed_runs_only_the_interpolate_warm_shape_k500_failed_to_le
         for id in failed_to_learn(stored["runs"], stored["experiment_as_loaded"]["baseline"]):
             flagged.setdefault(path.parent.name, []).append(id)
     assert flagged == {"multi30k-scaled-swapped": ["interpolate-warm/shape-K500/seed1"]}
+
+
+def test_a_table_is_one_family_judged_after_holms_correction():
+    """Three comparisons judged together: one far from zero, one whose own interval clears zero
+    (p 0.026) and one null; under Holm the second's p doubles (0.052) and it is no longer measured."""
+    from onmt_posenc.experiments.claims.batch import SAME, Family, seed_difference
+
+    clear = seed_difference(("A", "B"), [31.0, 31.1, 31.2], [30.0, 30.1, 30.2])
+    near = seed_difference(("C", "B"), [30.5, 31.0, 31.5], [30.0, 30.0, 30.0])
+    null = seed_difference(("D", "B"), [30.0, 30.5, 31.0], [30.0, 30.5, 31.0])
+    family = Family()
+    alone = [family.judge(SAME, difference) for difference in (clear, near, null)]
+    assert [held for held, _, _ in alone] == ["no", "no", "no difference measured"]  # each judged alone
+    family.close()
+    judged = [family.judge(SAME, difference) for difference in (clear, near, null)]
+    p = near.p_value()
+    assert p == pytest.approx(0.026, abs=0.001)
+    assert judged[1][2]["p_adjusted"] == pytest.approx(2 * p) and judged[1][2]["family"] == 3
+    assert [held for held, _, _ in judged] == ["no", "no difference measured", "no difference measured"]
+    assert judged[1][1].endswith(f"p {p:.3f}, Holm-adjusted {2 * p:.3f} over the 3 comparisons of its table: "
+                                 "no difference measured after Holm's correction")
+    assert "(within ±" in judged[2][1] and "would not be seen)" in judged[2][1]

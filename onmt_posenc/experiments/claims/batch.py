@@ -494,7 +494,9 @@ class Rule(NamedTuple):
         p = figures["p"] if adjusted is None else adjusted[0]
         measured = p < 1 - CONFIDENCE
         held, words = self.cleared if measured else self.not_cleared
-        if not measured:
+        if not measured and figures["p"] < 1 - CONFIDENCE:  # its interval clears zero, its family's correction not
+            words = f"{words} after Holm's correction"
+        elif not measured:
             words = f"{words} ({not_seen(difference, digits)})"
         shown = f"p {figures['p']:.3f}"
         if adjusted is not None:

@@ -225,6 +225,8 @@ def _verdict(label, base, figures):
                  f"{found['p_adjusted']:.3f}")
         if found["p_adjusted"] < 1 - CONFIDENCE:
             said.append(f"{above if found['estimate'] > 0 else below} ({shown})")
+        elif found["p"] < 1 - CONFIDENCE:  # its own interval clears zero, its family's correction does not
+            said.append(f"no difference in {column} measured after Holm's correction ({shown})")
         else:
             said.append(f"no difference in {column} measured ({shown}: within ±{found['margin']:.2f}; a difference "
                         f"under {found['detectable']:.2f} would not be seen)")
