@@ -500,3 +500,56 @@ def test_a_table_is_one_family_judged_after_holms_correction():
     assert judged[1][1].endswith(f"p {p:.3f}, Holm-adjusted {2 * p:.3f} over the 3 comparisons of its table: "
                                  "no difference measured after Holm's correction")
     assert "(within ±" in judged[2][1] and "would not be seen)" in judged[2][1]
+
+
+def test_with_kept_translations_a_claim_adds_the_test_sets_component(tmp_path):
+    """Three seeds a side whose translations were kept: the interval adds the paired bootstrap's
+    variance (less the seed-by-sentence noise) to the seeds' at Welch-Satterthwaite's degrees of
+    freedom, and the row names both; the same records without translations say "test-set variance
+    not measured"."""
+    import math
+
+    import numpy as np
+
+    from onmt_posenc.core import scoring, significance
+    from onmt_posenc.experiments.claims import shape_paper as claims
+    from onmt_posenc.experiments.running import records as stored
+
+    loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "data": ["small"]}))
+    rng = np.random.default_rng(7)
+    words = [f"w{k}" for k in range(40)]
+    refs = [" ".join(rng.choice(words, rng.integers(5, 15))) for _ in range(80)]
+    reference = tmp_path / "test.ref"
+    reference.write_text("\n".join(refs) + "\n", encoding="utf-8")
+
+    def record(method, seed, keep):
+        hyps = [" ".join(w if rng.random() < keep else rng.choice(words) for w in ref.split()) for ref in refs]
+        folder = tmp_path / method / str(seed)
+        stored.write_translations(folder / "translations" / "test.json.gz", hyps, refs, reference)
+        bleu = scoring.corpus_bleu(hyps, refs)
+        return {"id": f"small/{method}/seed{seed}", "status": "finished", "data": "small", "method": method,
+                "label": method, "seed": seed, "bleu": {"test": bleu.score, "valid": bleu.score},
+                "config": {"shape_max_shift": 40} if method == "shape" else {}, "bleu_signature": bleu.signature,
+                "convergence": {"converged": True, "why": "test"}, "translations": {"test": "translations/test.json.gz"},
+                "translations_root": str(folder), "hyps": hyps}
+
+    runs = [record("ape", seed, 0.6) for seed in (1, 2, 3)] + [record("shape", seed, 0.65) for seed in (1, 2, 3)]
+    row = claims.vanilla_bleu(claims.Batch(loaded, runs), "SHAPE", "paper")
+    assert "and the test set's 80 sentences (± " in row["measured"] and "paired bootstrap of 1000 resamples" in row["measured"]
+    # the same figures computed here from the sentences' statistics
+    statistics_of = [scoring.sentence_statistics(r["hyps"], refs, "13a")["bleu"][1] for r in runs]
+    component = significance.SentenceComponent(statistics_of[3:], statistics_of[:3],
+                                               significance.metric_scorer(scoring.sentence_statistics(
+                                                   runs[0]["hyps"], refs, "13a")["bleu"][0]))
+    ape, shape = [r["bleu"]["test"] for r in runs[:3]], [r["bleu"]["test"] for r in runs[3:]]
+    pooled = (np.var(ape, ddof=1) + np.var(shape, ddof=1)) / 2
+    seeds = pooled * (2 / 3)
+    total = seeds + component.variance
+    df = total ** 2 / (seeds ** 2 / 4 + component.variance ** 2 / 79)
+    figures = row["figures"]
+    assert figures["seed_variance"] == pytest.approx(seeds) and figures["test_set_variance"] == pytest.approx(component.variance)
+    assert figures["df"] == pytest.approx(df)
+    assert figures["margin"] == pytest.approx(significance.t_quantile(df, 0.975) * math.sqrt(total))
+    assert 0 < component.noise < component.total  # the seeds' own noise, taken out once
+    without = claims.vanilla_bleu(claims.Batch(loaded, [{**r, "translations": None} for r in runs]), "SHAPE", "paper")
+    assert "test-set variance not measured (the runs kept no translations)" in without["measured"]
