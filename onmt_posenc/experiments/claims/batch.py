@@ -308,7 +308,7 @@ class Spread(NamedTuple):
         return cls(variance, df, f"{source}{seeds} seeds")
 
 
-def _df(df):
+def degrees_in_words(df):
     """Degrees of freedom in words: a count as it is, a Welch-Satterthwaite df to one decimal."""
     return f"{df:.0f}" if float(df).is_integer() else f"{df:.1f}"
 
@@ -405,7 +405,7 @@ class Difference(NamedTuple):
                  f"{estimate - margin if bound == 'lower' else estimate + margin:+.{digits}f}")
         kind = "two-sided" if sides == 2 else "one-sided"
         return (f"{self.what()} {shown} ({kind} {CONFIDENCE:.0%}, Student's t {t_quantile(self.df, sides):.3f} "
-                f"at {_df(self.df)} df from {self.components(digits)})")
+                f"at {degrees_in_words(self.df)} df from {self.components(digits)})")
 
     def figures(self, sides, bound=None):
         """The numbers the row states, for results.json: estimate, margin, the bound read, df, seeds,

@@ -23,7 +23,7 @@ from onmt_posenc.core import significance
 from onmt_posenc.experiments.claims.batch import (CONFIDENCE, UNSEEN_BLEU, Batch, bucket_bleu, bucket_range,
                                                   buckets_between, failed_to_learn, longest_training_example,
                                                   mean_cell, not_converged, seed_difference, STATISTICS_WORDS,
-                                                  test_set_component, _df)
+                                                  test_set_component, degrees_in_words)
 from onmt_posenc.experiments.running.records import read_analysis
 
 JOINED_PREFIX = "-join"
@@ -292,7 +292,7 @@ def _differences(runs, others, labels, other_label, columns):
 def _cell(difference, figures, digits=2):
     if not difference.judged:
         return f"{difference.estimate:+.{digits}f} (not judged)"
-    return (f"{difference.estimate:+.{digits}f} ± {difference.margin(2):.{digits}f} ({_df(difference.df)} df; "
+    return (f"{difference.estimate:+.{digits}f} ± {difference.margin(2):.{digits}f} ({degrees_in_words(difference.df)} df; "
             f"p {figures['p']:.3f}, Holm {figures['p_adjusted']:.3f}; detectable {figures['detectable']:.2f})")
 
 
