@@ -32,6 +32,8 @@ import re
 import string
 from typing import NamedTuple
 
+import numpy as np
+
 from sacrebleu.metrics import BLEU, CHRF
 
 from onmt_posenc.core.errors import UserError
@@ -114,6 +116,29 @@ def corpus_bleu(hyps, refs, sep=DEFAULT_SEP, language=None):
     detokenizer = tokenizer()
     return _bleu([" ".join(hypothesis_segments(line, detokenizer, sep)) for line in hyps],
                  [" ".join(reference_segments(line, sep)) for line in refs], language)
+
+
+def sentence_statistics(hyps, refs, tokenize, sep=DEFAULT_SEP):
+    """{metric name: (its sacreBLEU metric, each line's sufficient statistics, a (lines, k) array)} of
+    BLEU (with `tokenize`) and chrF, the lines prepared as corpus_bleu prepares them: the metric's
+    `_compute_score_from_stats` of the statistics summed over any lines is their corpus score
+    (significance.metric_scorer), so a resample of the sentences is scored without scoring text."""
+    if len(hyps) != len(refs):
+        raise EvaluateError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    detokenizer = tokenizer()
+    hyps = [" ".join(hypothesis_segments(line, detokenizer, sep)) for line in hyps]
+    refs = [" ".join(reference_segments(line, sep)) for line in refs]
+    metrics = {"bleu": BLEU(tokenize=tokenize), "chrf": CHRF()}
+    return {name: (metric, np.array(metric._extract_corpus_statistics(hyps, [refs]), dtype=float))
+            for name, metric in metrics.items()}
+
+
+def signature_tokenizer(signature):
+    """The tokenizer a sacreBLEU signature names ("...|tok:13a|..." -> "13a")."""
+    fields = dict(part.split(":", 1) for part in signature.split("|") if ":" in part)
+    if "tok" not in fields:
+        raise EvaluateError(f"the BLEU signature {signature!r} names no tokenizer (tok:...)")
+    return fields["tok"]
 
 
 def is_joined(refs, sep=DEFAULT_SEP):

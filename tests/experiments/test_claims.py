@@ -99,10 +99,13 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
     # Student's t 2.776 x sqrt(2/3) = 2.27 > 1.5: no difference measured, which is not "the same"
     ape = [record("ape", s, b) for s, b in ((1, 29.0), (2, 30.0), (3, 31.0))]
     shape = [record("shape", s, b) for s, b in ((1, 30.5), (2, 31.5), (3, 32.5))]
-    result = row(ape + shape)
+    result = result_of_three = row(ape + shape)
     assert result["held"] == "no difference measured", result
     assert ("SHAPE 31.50 ± 1.00 (3 seeds) vs APE 30.00 ± 1.00 (3 seeds); SHAPE - APE +1.50 ± 2.27 (two-sided 95%, "
-            "Student's t 2.776 at 4 df from SHAPE's 3 and APE's 3 seeds): no difference measured") in result["measured"]
+            "Student's t 2.776 at 4 df from SHAPE's 3 and APE's 3 seeds; test-set variance not measured (the runs kept no translations)), p 0.140: no difference measured (within ±2.27; "
+            "a difference under 3.04 would not be seen)") in result["measured"]
+    # the power: (t 2.776 + t(80%) 0.941) x the standard error 2.27 / 2.776
+    assert result["figures"]["detectable"] == pytest.approx((2.776445 + 0.940965) * (2 / 3) ** 0.5, abs=1e-5)
     assert result["figures"]["df"] == 4 and result["figures"]["seeds"] == [3, 3]
     assert abs(result["figures"]["margin"] - 2.776445 * (2 / 3) ** 0.5) < 1e-5
     # the same difference with seeds that agree closely is a real difference
@@ -124,12 +127,20 @@ def test_vanilla_bleu_claim_uses_the_seed_spread_and_only_converged_runs(tmp_pat
     assert result["held"] == "not measured" and "no method of the batch has 3 seeds" in result["measured"], result
     result = row(lucky + [record("ape", 3, 34.9), record("shape", 1, 35.57)])  # a third seed: a spread of 1.03
     assert result["held"] == "no difference measured" and "± 5.10 (two-sided 95%, Student's t 4.303 at 2 df from " \
-        "APE's 3 seeds)" in result["measured"], result
+        "APE's 3 seeds; test-set variance not measured (the runs kept no translations)" in result["measured"], result
     # a model that has not converged: no verdict, and the reason
     late = record("shape", 1, 30.2, {"converged": False, "why": "valid ppl 5.00 -> 4.50 (-10.0%)"})
     result = row([ape[1], late])
     assert result["held"] == "not measured" and "small/shape/seed1 (valid ppl 5.00 -> 4.50 (-10.0%))" in result["measured"]
     assert row([ape[1], {**late, "convergence": None}])["held"] == "not measured"  # results without a curve
+    # a fourth seed replaces one that did not converge: the three converged seeds are compared,
+    # the unconverged one is listed and in no comparison
+    stuck = record("ape", 2, 10.0, {"converged": False, "why": "valid ppl 5.00 -> 4.90 (-2.0%)"})
+    replaced = [ape[0], stuck, ape[2], record("ape", 4, 30.0)]
+    batch = claims.Batch(loaded, replaced + shape)
+    assert batch.left_out == ["small/ape/seed2 (valid ppl 5.00 -> 4.90 (-2.0%))"]
+    assert [r["seed"] for r in batch.runs[("small", "APE")]] == [1, 3, 4]
+    assert row(replaced + shape)["measured"] == result_of_three["measured"]
 
 
 def test_k_is_chosen_on_valid_bleu_and_not_without_it(tmp_path):
@@ -195,7 +206,7 @@ def test_shift_invariance_claim_only_on_converged_models(tmp_path):
     # 0.98 - 0.029 = 0.951, and above APE by at least 0.06 - 2.920 x 0.01 x sqrt(4/3) = 0.026
     held = judged(*ape(0.91, 0.92, 0.93), record("shape", 0.98))
     assert held["held"] == "yes" and "SHAPE at least 0.951" in held["measured"], held
-    assert "SHAPE - APE +0.060, at least +0.026 (one-sided 95%, Student's t 2.920 at 2 df from APE's 3 seeds)" in \
+    assert "SHAPE - APE +0.060, at least +0.026 (one-sided 95%, Student's t 2.920 at 2 df from APE's 3 seeds; test-set variance not measured)" in \
         held["measured"], held
     close = judged(*ape(0.91, 0.92, 0.93), record("shape", 0.95))  # above 0.9, but within APE's spread
     assert close["held"] == "no" and "+0.030, at least -0.004" in close["measured"], close
@@ -411,7 +422,7 @@ def test_the_unseen_lengths_claim_reads_every_seed_one_sided(tmp_path):
         return claims.unseen_lengths(claims.Batch(loaded, records), "RPE", "paper")
 
     one = judged([record("ape", 1, 20.0), record("rpe", 1, 24.0)])
-    assert one["held"] == "not measured" and "4 sentences longer than any training source (> 10)" in one["measured"]
+    assert one["held"] == "not measured" and "4 sentences longer than any training example (> 10)" in one["measured"]
     assert one["measured"].endswith("RPE 23.00 (1 seed) vs APE 19.00 (1 seed); RPE - APE +4.00; one seed: not judged "
                                     "by spread"), one
     ape = [record("ape", seed, value) for seed, value in ((1, 20.0), (2, 21.0), (3, 22.0))]
@@ -467,3 +478,78 @@ def test_of_the_committed_runs_only_the_interpolate_warm_shape_k500_failed_to_le
         for id in failed_to_learn(stored["runs"], stored["experiment_as_loaded"]["baseline"]):
             flagged.setdefault(path.parent.name, []).append(id)
     assert flagged == {"multi30k-scaled-swapped": ["interpolate-warm/shape-K500/seed1"]}
+
+
+def test_a_table_is_one_family_judged_after_holms_correction():
+    """Three comparisons judged together: one far from zero, one whose own interval clears zero
+    (p 0.026) and one null; under Holm the second's p doubles (0.052) and it is no longer measured."""
+    from onmt_posenc.experiments.claims.batch import SAME, Family, seed_difference
+
+    clear = seed_difference(("A", "B"), [31.0, 31.1, 31.2], [30.0, 30.1, 30.2])
+    near = seed_difference(("C", "B"), [30.5, 31.0, 31.5], [30.0, 30.0, 30.0])
+    null = seed_difference(("D", "B"), [30.0, 30.5, 31.0], [30.0, 30.5, 31.0])
+    family = Family()
+    alone = [family.judge(SAME, difference) for difference in (clear, near, null)]
+    assert [held for held, _, _ in alone] == ["no", "no", "no difference measured"]  # each judged alone
+    family.close()
+    judged = [family.judge(SAME, difference) for difference in (clear, near, null)]
+    p = near.p_value()
+    assert p == pytest.approx(0.026, abs=0.001)
+    assert judged[1][2]["p_adjusted"] == pytest.approx(2 * p) and judged[1][2]["family"] == 3
+    assert [held for held, _, _ in judged] == ["no", "no difference measured", "no difference measured"]
+    assert judged[1][1].endswith(f"p {p:.3f}, Holm-adjusted {2 * p:.3f} over the 3 comparisons of its table: "
+                                 "no difference measured after Holm's correction")
+    assert "(within ±" in judged[2][1] and "would not be seen)" in judged[2][1]
+
+
+def test_with_kept_translations_a_claim_adds_the_test_sets_component(tmp_path):
+    """Three seeds a side whose translations were kept: the interval adds the paired bootstrap's
+    variance (less the seed-by-sentence noise) to the seeds' at Welch-Satterthwaite's degrees of
+    freedom, and the row names both; the same records without translations say "test-set variance
+    not measured"."""
+    import math
+
+    import numpy as np
+
+    from onmt_posenc.core import scoring, significance
+    from onmt_posenc.experiments.claims import shape_paper as claims
+    from onmt_posenc.experiments.running import records as stored
+
+    loaded = experiments.load(experiment_file(tmp_path, grid={"method": ["ape", "shape"], "data": ["small"]}))
+    rng = np.random.default_rng(7)
+    words = [f"w{k}" for k in range(40)]
+    refs = [" ".join(rng.choice(words, rng.integers(5, 15))) for _ in range(80)]
+    reference = tmp_path / "test.ref"
+    reference.write_text("\n".join(refs) + "\n", encoding="utf-8")
+
+    def record(method, seed, keep):
+        hyps = [" ".join(w if rng.random() < keep else rng.choice(words) for w in ref.split()) for ref in refs]
+        folder = tmp_path / method / str(seed)
+        stored.write_translations(folder / "translations" / "test.json.gz", hyps, refs, reference)
+        bleu = scoring.corpus_bleu(hyps, refs)
+        return {"id": f"small/{method}/seed{seed}", "status": "finished", "data": "small", "method": method,
+                "label": method, "seed": seed, "bleu": {"test": bleu.score, "valid": bleu.score},
+                "config": {"shape_max_shift": 40} if method == "shape" else {}, "bleu_signature": bleu.signature,
+                "convergence": {"converged": True, "why": "test"}, "translations": {"test": "translations/test.json.gz"},
+                "translations_root": str(folder), "hyps": hyps}
+
+    runs = [record("ape", seed, 0.6) for seed in (1, 2, 3)] + [record("shape", seed, 0.65) for seed in (1, 2, 3)]
+    row = claims.vanilla_bleu(claims.Batch(loaded, runs), "SHAPE", "paper")
+    assert "and the test set's 80 sentences (± " in row["measured"] and "paired bootstrap of 1000 resamples" in row["measured"]
+    # the same figures computed here from the sentences' statistics
+    statistics_of = [scoring.sentence_statistics(r["hyps"], refs, "13a")["bleu"][1] for r in runs]
+    component = significance.SentenceComponent(statistics_of[3:], statistics_of[:3],
+                                               significance.metric_scorer(scoring.sentence_statistics(
+                                                   runs[0]["hyps"], refs, "13a")["bleu"][0]))
+    ape, shape = [r["bleu"]["test"] for r in runs[:3]], [r["bleu"]["test"] for r in runs[3:]]
+    pooled = (np.var(ape, ddof=1) + np.var(shape, ddof=1)) / 2
+    seeds = pooled * (2 / 3)
+    total = seeds + component.variance
+    df = total ** 2 / (seeds ** 2 / 4 + component.variance ** 2 / 79)
+    figures = row["figures"]
+    assert figures["seed_variance"] == pytest.approx(seeds) and figures["test_set_variance"] == pytest.approx(component.variance)
+    assert figures["df"] == pytest.approx(df)
+    assert figures["margin"] == pytest.approx(significance.t_quantile(df, 0.975) * math.sqrt(total))
+    assert 0 < component.noise < component.total  # the seeds' own noise, taken out once
+    without = claims.vanilla_bleu(claims.Batch(loaded, [{**r, "translations": None} for r in runs]), "SHAPE", "paper")
+    assert "test-set variance not measured (the runs kept no translations)" in without["measured"]

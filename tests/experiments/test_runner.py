@@ -17,6 +17,8 @@ from runner_helpers import DEMO, LONG, PNG_MAGIC, SCALED_DOWN, experiment_file, 
 
 from onmt_posenc import experiments
 from onmt_posenc.experiments.running import checkpoints as run_checkpoints, progress as progress_module, runner
+from onmt_posenc.core import scoring
+from onmt_posenc.experiments.running import records
 from onmt_posenc.experiments.running.store import file_digest
 
 
@@ -56,6 +58,37 @@ def test_demo_end_to_end(demo):
     shape = yaml.safe_load((output / "synthetic/shape/seed1/config.yaml").read_text())
     demo_k = yaml.safe_load(DEMO.read_text())["methods"]["shape"]["shape_max_shift"]
     assert shape["shape_max_shift"] == demo_k and shape["train_steps"] == 16  # the file's K, the --set steps
+
+
+def test_each_run_keeps_its_translations_and_they_rebuild_its_scores(demo, tmp_path):
+    """Every evaluated set's translations, copied beside results.json with the references, give
+    the record's BLEU and chrF again (to 0.01, the records' figures' resolution) with the run
+    folders gone: what a resample of the sentences needs is committed."""
+    output, _ = demo
+    copy = tmp_path / "out"
+    shutil.copytree(output, copy)
+    shutil.rmtree(copy / "synthetic")
+    results = json.loads((copy / "results.json").read_text(encoding="utf-8"))
+    checked = 0
+    for record in results["runs"]:
+        assert set(record["translations"]) == set(record["bleu"])
+        for eval_set, name in record["translations"].items():
+            assert name == f"translations/{record['id']}/{eval_set}.json.gz"
+            (hyps, refs, lengths), why = records.read_translations({**record, "translations_root": copy}, eval_set)
+            assert why is None and len(hyps) == len(refs) == len(lengths)
+            bleu = scoring.corpus_bleu(hyps, refs)
+            assert bleu.score == pytest.approx(record["bleu"][eval_set], abs=0.01)
+            assert bleu.chrf == pytest.approx(record["chrf"][eval_set], abs=0.01)
+            checked += 1
+    assert checked == 3 * len(results["runs"][0]["bleu"])
+    (refs_kept,) = {p.parent for p in (copy / "translations" / "references").iterdir()}
+    assert refs_kept == copy / "translations" / "references"
+    # with them, a one-seed comparison is sacreBLEU's paired bootstrap, rendered from results.json alone
+    run([command("onmt-posenc"), "report", "--results", copy / "results.json"], cwd=tmp_path)
+    text = (copy / "report.md").read_text(encoding="utf-8")
+    row = claims_row(text, "On EXTRAPOLATE, RPE's test BLEU is above APE's")
+    assert "sacreBLEU's paired bootstrap, 1000 resamples of the 12 sentences, one seed a side" in row, row
+    assert "test-set variance not measured" not in row
 
 
 def claims_row(report, claim):
@@ -158,7 +191,12 @@ def test_claims_of_two_batches_side_by_side(demo, tmp_path):
     (controlled / "results.json").write_text(json.dumps({**written, "runs": runs}), encoding="utf-8")
     result = run([command("onmt-posenc"), "claims", default / "results.json", controlled / "results.json"],
                  cwd=tmp_path)
-    assert result.stdout.splitlines()[0] == "| claim | paper | default | controlled |"
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("A difference of two methods' seed means gets an interval from both its components")
+    # each batch's family (Holm's correction over its judged claims), then the table
+    assert lines[2].startswith("default: ") and lines[4].startswith("controlled: The table's comparisons are one "
+                                                                     "family of ")
+    assert lines[6] == "| claim | paper | default | controlled |"
     cells = claims_row(result.stdout, "SHAPE's swapped drop is far below APE's").split(" | ")
     assert cells[2].startswith("**not measured**: ")
     assert cells[3].startswith("**yes**: ") and "APE 30.00 -> 21.00, drop 9.00 ± 0.50 (3 seeds)" in cells[3]
@@ -167,7 +205,7 @@ def test_claims_of_two_batches_side_by_side(demo, tmp_path):
     assert not any(line.startswith("| SHAPE's BLEU on VANILLA") for line in result.stdout.splitlines())
     named = run([command("onmt-posenc"), "claims", default / "results.json", controlled / "results.json",
                  "--label", "OpenNMT-py default", "--label", "controlled scale"], cwd=tmp_path)
-    assert named.stdout.splitlines()[0] == "| claim | paper | OpenNMT-py default | controlled scale |"
+    assert "| claim | paper | OpenNMT-py default | controlled scale |" in named.stdout.splitlines()
     one_label = run([command("onmt-posenc"), "claims", default / "results.json", controlled / "results.json",
                      "--label", "default"], cwd=tmp_path, expect_ok=False)
     assert one_label.returncode == 2

@@ -24,13 +24,12 @@ import math
 import statistics
 from typing import NamedTuple
 
-# Student's t quantile from scipy.special (a fifth of scipy.stats's import time)
-from scipy.special import stdtrit
-
+from onmt_posenc.core import significance
+from onmt_posenc.core.scoring import sentence_statistics, signature_tokenizer
 from onmt_posenc.model.attention import attention_scheme
 from onmt_posenc.model.positions import POSITION_ENCODINGS, side_schemes
 from onmt_posenc.experiments.running.curves import generalization_gap
-from onmt_posenc.experiments.running.records import read_analysis
+from onmt_posenc.experiments.running.records import read_analysis, read_translations
 
 # The confidence of every interval the claims print and judge by.
 CONFIDENCE = 0.95
@@ -123,17 +122,29 @@ def failed_to_learn(records, baseline):
 
 class Batch:
     """The finished runs of a batch that learned (failed: {id: why} of those that did not), by
-    data setting and role (APE, SHAPE, RPE)."""
+    data setting and role (APE, SHAPE, RPE). A run that has not converged (curves.RULE) leaves its
+    role's seeds where the role has converged ones (left_out: "id (why)" of each): the design
+    replaces it by the next seed, and it stays listed, outside every comparison; a role none of
+    whose runs converged keeps them, and every claim on it is not measured. `family`: the claims
+    table's comparisons, judged together (Family)."""
 
     def __init__(self, experiment, records):
         self.experiment, self.records = experiment, records
         self.failed = failed_to_learn(records, experiment.baseline)
+        self.family, self._statistics = Family(), {}
         by_label = {}  # (data, role) -> {label: finished records}
         for record in records:
             learned = record["status"] == "finished" and record["id"] not in self.failed
             role = role_of(record, experiment.baseline) if learned else None
             if role is not None:
                 by_label.setdefault((record["data"], role), {}).setdefault(record["label"], []).append(record)
+        self.left_out = []
+        for labels in by_label.values():
+            for label, runs in labels.items():
+                converged = [r for r in runs if not not_converged([r])]
+                if converged and len(converged) < len(runs):
+                    self.left_out += not_converged(runs)
+                    labels[label] = converged
         self.runs, self.choices = {}, {}
         self.unchosen = {}  # (data, role) -> why none of its labels could be chosen
         for key, labels in by_label.items():
@@ -150,6 +161,35 @@ class Batch:
             self.runs[key] = labels[chosen]
             scores = ", ".join(f"{label} {bleu:.2f}" for label, bleu in valid.items())
             self.choices[key] = f"{chosen} chosen on valid BLEU ({scores})"
+
+    def statistics(self, records, eval_set, ranges=None):
+        """([each record's BLEU sufficient statistics on the set's sentences], their scorer), or
+        (None, why not): a run kept no translations. `ranges`: [(shortest, longest source)] of
+        length buckets, the score then their BLEU weighted by their sentences (unseen_bleu)."""
+        found, metric = [], None
+        for record in records:
+            key = (record["id"], eval_set)
+            if key not in self._statistics:
+                translations, why = read_translations(record, eval_set)
+                self._statistics[key] = (why if translations is None else
+                                         (*sentence_statistics(*translations[:2],
+                                                               signature_tokenizer(record["bleu_signature"]))["bleu"],
+                                          translations[2]))
+            stored = self._statistics[key]
+            if isinstance(stored, str):
+                return None, stored
+            metric, stats, lengths = stored
+            found.append(stats if ranges is None else significance.grouped(stats, [
+                next((k for k, (low, high) in enumerate(ranges) if low <= n <= high), None) for n in lengths]))
+        scorer = significance.metric_scorer(metric)
+        if ranges is not None:
+            scorer = significance.group_weighted(scorer, len(ranges), found[0].shape[1] // len(ranges) - 1)
+        return (found, scorer), None
+
+    def test_set(self, one, other, eval_set, scale=1.0, ranges=None):
+        """(the test set's component of `one`'s seeds' BLEU minus `scale` x `other`'s, None) or
+        (None, why it is not measured): the same resampled sentences for both sides and every seed."""
+        return test_set_component(self, one, other, eval_set, scale, ranges)
 
     def settings(self, kind=None):
         """Data settings with results, those of `kind` (VANILLA, ...) first if given."""
@@ -187,6 +227,56 @@ class Batch:
         return {role: values for role, values in scores.items() if len(values) >= MIN_SEEDS_FOR_SPREAD}
 
 
+# The one "unseen BLEU" of the claims, the report and the pages
+UNSEEN_BLEU = ("unseen BLEU: the BLEU of the test set's length buckets whose sources are all longer than the run's "
+               "longest training example, weighted by their sentences")
+
+
+def longest_training_example(record):
+    """The longest source a run trained on, in tokens, after every transform (joining included):
+    the record's longest_training_example, else the older longest_training_source; None if neither."""
+    return (record.get("longest_training_example") or {}).get("source", record.get("longest_training_source"))
+
+
+def bucket_range(bucket):
+    """A length bucket's "16-20" as (16, 20)."""
+    low, _, high = bucket.partition("-")
+    return int(low), int(high or low)
+
+
+def buckets_between(result, low, high=None):
+    """Indices of a length analysis's buckets whose sources all lie above `low` (and at most `high`)."""
+    return [k for k, bucket in enumerate(result["buckets"])
+            if bucket_range(bucket)[0] > low and (high is None or bucket_range(bucket)[1] <= high)]
+
+
+def bucket_bleu(result, buckets):
+    """A length analysis's BLEU over the buckets `buckets` (indices), weighted by their sentences;
+    None without any."""
+    counts = sum(result["counts"][k] for k in buckets)
+    return sum(result["bleu"][k] * result["counts"][k] for k in buckets) / counts if counts else None
+
+
+# The statistics of every comparison the claims and the report judge, in words (Difference)
+STATISTICS_WORDS = (
+    "A difference of two methods' seed means gets an interval from both its components: the seeds' spread "
+    "(Student's t over their scores, pooled over the methods with 3 seeds or more) and, where the runs kept their "
+    "translations, the test set's sentences (sacreBLEU's paired bootstrap of 1,000 resamples, the same sentences "
+    "for both sides and every seed, less the seed-by-sentence noise the seeds' spread already counts), added with "
+    "Welch-Satterthwaite degrees of freedom; with one seed a side, sacreBLEU's paired bootstrap alone. Where a "
+    "batch kept no translations, the interval is the seeds' alone and says \"test-set variance not measured\". "
+    "Every \"no difference measured\" states the smallest difference it could have found at 80% power "
+    "(two-sided 5%): (t(0.975, df) + t(0.80, df)) x the standard error.")
+
+
+def claims_method(rows):
+    """How a claims table's comparisons are judged, in words, with its family's size."""
+    family = max((row.get("figures", {}).get("family", 0) for row in rows), default=0)
+    return [STATISTICS_WORDS, "", f"The table's comparisons are one family of {family}: each verdict is judged after "
+            "Holm's correction over them (the raw p beside the adjusted)." if family else
+            "No comparison of this table is judged, so its family is empty."]
+
+
 def mean_cell(values, digits=2, seeds=False):
     """Seeds' values as a table cell: mean ± standard deviation (one value as it is, – for
     none); `seeds`: saying over how many."""
@@ -200,7 +290,7 @@ def mean_cell(values, digits=2, seeds=False):
 def t_quantile(df, sides):
     """Student's t at `df` degrees of freedom that a difference must pass, in standard errors,
     at CONFIDENCE: sides 2, either way (2.776 at 4 df); sides 1, one way (2.132)."""
-    return float(stdtrit(df, 1 - (1 - CONFIDENCE) / sides))
+    return significance.t_quantile(df, 1 - (1 - CONFIDENCE) / sides)
 
 
 class Spread(NamedTuple):
@@ -218,60 +308,127 @@ class Spread(NamedTuple):
         return cls(variance, df, f"{source}{seeds} seeds")
 
 
+def degrees_in_words(df):
+    """Degrees of freedom in words: a count as it is, a Welch-Satterthwaite df to one decimal."""
+    return f"{df:.0f}" if float(df).is_integer() else f"{df:.1f}"
+
+
 class Difference(NamedTuple):
     """One quantity of two methods over their seeds: `one`'s mean minus `scale` times `other`'s
     (scale 1: the plain difference; 0.5: against half the other's), with Student's t interval
-    from `spread` (None: too few seeds for one, and not judged)."""
+    from `spread` (None: too few seeds for one) and, where the runs' translations were kept, the
+    test set's own component beside it (`test_set`, a significance.SentenceComponent; None: not
+    measured, `test_set_why` says why). With neither spread nor test set it is not judged; with a
+    test set and one seed a side, sacreBLEU's paired bootstrap judges it."""
     names: tuple  # (one's, other's)
     one: list  # the quantity, a value a seed
     other: list
     spread: Spread
     scale: float = 1.0
+    test_set: object = None
+    test_set_why: str = None
+
+    @property
+    def judged(self):
+        return self.spread is not None or self.test_set is not None
 
     @property
     def estimate(self):
         return statistics.mean(self.one) - self.scale * statistics.mean(self.other)
 
     @property
+    def seed_variance(self):
+        if self.spread is None:
+            return None
+        return self.spread.variance * (1 / len(self.one) + self.scale ** 2 / len(self.other))
+
+    def _error(self):
+        """(standard error, degrees of freedom): the seeds' alone, or both components added
+        (significance.combined); with one seed a side, the paired bootstrap's."""
+        if self.test_set is None:
+            return math.sqrt(self.seed_variance), self.spread.df
+        if self.spread is None:
+            return significance.combined(None, None, self.test_set.total, self.test_set.sentences)
+        return significance.combined(self.seed_variance, self.spread.df, self.test_set.variance,
+                                     self.test_set.sentences)
+
+    @property
     def standard_error(self):
-        return math.sqrt(self.spread.variance * (1 / len(self.one) + self.scale ** 2 / len(self.other)))
+        return self._error()[0]
+
+    @property
+    def df(self):
+        return self._error()[1]
 
     def margin(self, sides):
         """How far the estimate may be from the true difference at CONFIDENCE: sides 2, either
         way; sides 1, the one way a one-sided rule reads."""
-        return t_quantile(self.spread.df, sides) * self.standard_error
+        return t_quantile(self.df, sides) * self.standard_error
+
+    def p_value(self, bound=None):
+        """Its p (bound None: two-sided; "lower"/"upper": of the claim that it is above/below 0);
+        with one seed a side and a test set, sacreBLEU's paired bootstrap p (halved one way)."""
+        if self.spread is None:
+            both = self.test_set.paired_bootstrap_p(self.estimate)
+            if bound is None:
+                return both
+            return both / 2 if (self.estimate > 0) == (bound == "lower") else 1 - both / 2
+        return significance.p_value(self.estimate, self.standard_error, self.df, bound)
+
+    def detectable(self):
+        """The smallest difference found at 80% power (two-sided, 1 - CONFIDENCE; significance.detectable)."""
+        return significance.detectable(self.standard_error, self.df, CONFIDENCE)
 
     def what(self):
         one, other = self.names
         return f"{one} - {other}" if self.scale == 1 else f"{one} - {self.scale:g} x {other}"
 
+    def components(self, digits=2):
+        """Where the interval comes from, in words: the t and its df, the seeds, the test set."""
+        if self.spread is None:
+            return (f"sacreBLEU's paired bootstrap, {len(self.test_set.differences)} resamples of the "
+                    f"{self.test_set.sentences} sentences, one seed a side")
+        seeds = f"{self.spread.source}"
+        if self.test_set is None:
+            return f"{seeds}; test-set variance not measured" + (f" ({self.test_set_why})" if self.test_set_why else "")
+        return (f"{seeds} (± {math.sqrt(self.seed_variance):.{digits}f}) and the test set's "
+                f"{self.test_set.sentences} sentences (± {math.sqrt(self.test_set.variance):.{digits}f}, paired "
+                f"bootstrap of {len(self.test_set.differences)} resamples)")
+
     def interval(self, sides, digits=2, bound=None):
         """The estimate and its interval in words: sides 2, ± the margin; sides 1, the `bound`
-        ("lower" or "upper") a one-sided rule reads; then the t, its degrees of freedom and the seeds."""
+        ("lower" or "upper") a one-sided rule reads; then the t, its degrees of freedom and the
+        components (the seeds, the test set's sentences)."""
         margin, estimate = self.margin(sides), self.estimate
         shown = (f"{estimate:+.{digits}f} ± {margin:.{digits}f}" if sides == 2 else
                  f"{estimate:+.{digits}f}, {'at least' if bound == 'lower' else 'at most'} "
                  f"{estimate - margin if bound == 'lower' else estimate + margin:+.{digits}f}")
         kind = "two-sided" if sides == 2 else "one-sided"
-        return (f"{self.what()} {shown} ({kind} {CONFIDENCE:.0%}, Student's t {t_quantile(self.spread.df, sides):.3f} "
-                f"at {self.spread.df} df from {self.spread.source})")
+        return (f"{self.what()} {shown} ({kind} {CONFIDENCE:.0%}, Student's t {t_quantile(self.df, sides):.3f} "
+                f"at {degrees_in_words(self.df)} df from {self.components(digits)})")
 
     def figures(self, sides, bound=None):
-        """The numbers the row states, for results.json: estimate, margin, the bound read, df, seeds."""
+        """The numbers the row states, for results.json: estimate, margin, the bound read, df, seeds,
+        p, the smallest detectable difference and the components."""
         figures = {"estimate": self.estimate, "means": [statistics.mean(self.one), statistics.mean(self.other)],
                    "seeds": [len(self.one), len(self.other)], **({"scale": self.scale} if self.scale != 1 else {})}
-        if self.spread is None:
+        if not self.judged:
             return figures
-        figures.update(margin=self.margin(sides), sides=sides, df=self.spread.df, t=t_quantile(self.spread.df, sides))
+        figures.update(margin=self.margin(sides), sides=sides, df=self.df, t=t_quantile(self.df, sides),
+                       p=self.p_value(bound), detectable=self.detectable(),
+                       seed_variance=self.seed_variance,
+                       test_set_variance=None if self.test_set is None else
+                       (self.test_set.total if self.spread is None else self.test_set.variance))
         if bound:
             figures[bound] = self.estimate + (-1 if bound == "lower" else 1) * figures["margin"]
         return figures
 
 
-def seed_difference(names, one, other, batch_seeds=None, scale=1.0):
+def seed_difference(names, one, other, batch_seeds=None, scale=1.0, test_set=(None, None)):
     """The Difference of two methods' values, a value a seed, judged by the variance pooled over
     whichever of the two has MIN_SEEDS_FOR_SPREAD seeds or more, else over `batch_seeds` ({name:
-    values} of the batch's methods with that many: for BLEU, a one-run comparison), else none."""
+    values} of the batch's methods with that many: for BLEU, a one-run comparison), else none;
+    `test_set`: (the test set's component, or None and why it is not measured)."""
     own = {name: values for name, values in zip(names, (one, other)) if len(values) >= MIN_SEEDS_FOR_SPREAD}
     if own:
         spread = Spread.pooled(own, "")
@@ -279,7 +436,25 @@ def seed_difference(names, one, other, batch_seeds=None, scale=1.0):
         spread = Spread.pooled(batch_seeds, "the batch's spread: ")
     else:
         spread = None
-    return Difference(tuple(names), list(one), list(other), spread, scale)
+    component, why = test_set
+    if spread is None and component is not None and max(len(one), len(other)) > 1:
+        component, why = None, "test set not judged alone: several seeds a side and no spread"
+    return Difference(tuple(names), list(one), list(other), spread, scale, component, why)
+
+
+def test_set_component(source, one, other, eval_set, scale=1.0, ranges=None):
+    """(the paired bootstrap's component of `one`'s records minus `scale` x `other`'s on `eval_set`,
+    None) or (None, why not); `source`: what reads the records' statistics (Batch.statistics)."""
+    if not one or not other:
+        return None, "no runs"
+    found, why = source.statistics(one, eval_set, ranges)
+    if why is None:
+        other_found, why = source.statistics(other, eval_set, ranges)
+    if why is not None:
+        return None, why
+    if len(found[0][0]) == 0:
+        return None, "no sentence in the range"
+    return significance.SentenceComponent(found[0], other_found[0], found[1], scale), None
 
 
 def too_few_seeds(difference, batch_wide):
@@ -291,27 +466,70 @@ def too_few_seeds(difference, batch_wide):
     return f"not judged: {whose} {MIN_SEEDS_FOR_SPREAD} seeds, the fewest whose spread is taken"
 
 
+def not_seen(difference, digits=2):
+    """What a comparison that found no difference could have missed: "within ±margin; a difference
+    under D would not be seen" (D at 80% power, two-sided 1 - CONFIDENCE: significance.detectable)."""
+    return (f"within ±{difference.margin(2):.{digits}f}; a difference under {difference.detectable():.{digits}f} "
+            "would not be seen")
+
+
 class Rule(NamedTuple):
     """How a claim reads a Difference: two-sided (bound None: a sameness, which can only find a
     difference) or one-sided on the bound it reads ("lower": the claim is that the difference is
-    above zero; "upper": below); the verdict ("held") and its words where the interval clears
-    zero that way and where it does not."""
+    above zero; "upper": below); the verdict ("held") and its words where the difference is
+    measured that way and where it is not. Measured: its p below 1 - CONFIDENCE (the interval
+    clears zero), or, judged in a family, its Holm-adjusted p."""
     sides: int
     bound: str
     cleared: tuple  # (held, words)
     not_cleared: tuple
 
-    def judge(self, difference, batch_wide=False, digits=2):
+    def judge(self, difference, batch_wide=False, digits=2, adjusted=None):
         """(held, the interval and verdict in words, the figures for results.json); without a
-        spread: not measured, and why."""
-        if difference.spread is None:
+        spread: not measured, and why. `adjusted`: (its Holm-adjusted p, the family's size)."""
+        if not difference.judged:
             return ("not measured", f"{difference.what()} {difference.estimate:+.{digits}f}; "
                     f"{too_few_seeds(difference, batch_wide)}", difference.figures(self.sides))
-        estimate, margin = difference.estimate, difference.margin(self.sides)
-        cleared = {None: abs(estimate) > margin, "lower": estimate - margin > 0, "upper": estimate + margin < 0}
-        held, words = self.cleared if cleared[self.bound] else self.not_cleared
-        return (held, f"{difference.interval(self.sides, digits, self.bound)}: {words}",
-                difference.figures(self.sides, self.bound))
+        figures = difference.figures(self.sides, self.bound)
+        p = figures["p"] if adjusted is None else adjusted[0]
+        measured = p < 1 - CONFIDENCE
+        held, words = self.cleared if measured else self.not_cleared
+        if not measured and figures["p"] < 1 - CONFIDENCE:  # its interval clears zero, its family's correction not
+            words = f"{words} after Holm's correction"
+        elif not measured:
+            words = f"{words} ({not_seen(difference, digits)})"
+        shown = f"p {figures['p']:.3f}"
+        if adjusted is not None:
+            figures.update(p_adjusted=adjusted[0], family=adjusted[1])
+            shown += f", Holm-adjusted {adjusted[0]:.3f} over the {adjusted[1]} comparisons of its table"
+        return held, f"{difference.interval(self.sides, digits, self.bound)}, {shown}: {words}", figures
+
+
+class Family:
+    """The comparisons of one table, judged together under Holm's correction over their p-values.
+    The table is made twice: the first pass collects each judged comparison's p, close() adjusts
+    them, the second pass judges each by its adjusted p, in the same order."""
+
+    def __init__(self):
+        self.p, self.adjusted, self.next = [], None, 0
+
+    def judge(self, rule, difference, records=(), **options):
+        """rule.judge of `difference`, in the family unless it is not judged or a model of
+        `records` has not converged (its row is then not measured, and no member)."""
+        if not difference.judged or not_converged(records):
+            return rule.judge(difference, **options)
+        if self.adjusted is None:
+            self.p.append(difference.p_value(rule.bound))
+            return rule.judge(difference, **options)
+        adjusted = self.adjusted[self.next]
+        self.next += 1
+        return rule.judge(difference, adjusted=(adjusted, len(self.p)), **options)
+
+    def close(self):
+        self.adjusted, self.next = significance.holm(self.p), 0
+
+    def __len__(self):
+        return len(self.p)
 
 
 SAME = Rule(2, None, ("no", "a difference measured"), ("no difference measured", "no difference measured"))
@@ -334,13 +552,15 @@ def compared_set(eval_sets):
 
 def comparison(batch, role, against, scale=1.0, kind="VANILLA"):
     """`role` against `against` (times `scale`) on the test set (else the last evaluation set)
-    of the first setting of `kind` (VANILLA, EXTRAPOLATE) that has both; None where none has."""
+    of the first setting of `kind` (VANILLA, EXTRAPOLATE) that has both, with the test set's
+    component where the runs kept their translations; None where none has."""
     eval_set = compared_set(batch.experiment.eval_sets)
     for data in batch.of_kind(kind):
         one, other = batch.bleu(data, role, eval_set), batch.bleu(data, against, eval_set)
         if one and other:
+            test_set = batch.test_set(batch.runs[(data, role)], batch.runs[(data, against)], eval_set, scale)
             return Comparison(data, eval_set, seed_difference((role, against), one, other,
-                                                              batch.seeded(data, eval_set), scale))
+                                                              batch.seeded(data, eval_set), scale, test_set))
     return None
 
 

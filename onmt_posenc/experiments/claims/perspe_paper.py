@@ -19,7 +19,8 @@ def compare(batch, claim, paper, role, against, rule, kind="VANILLA"):
         return missing(claim, paper, f"a{'n' if kind[0] in 'AEIOU' else ''} {kind} data setting with {role} and "
                                      f"{against}")
     difference = found.difference
-    held, words, figures = rule.judge(difference, batch_wide=True)
+    held, words, figures = batch.family.judge(rule, difference, batch.runs[(found.data, role)]
+                                              + batch.runs[(found.data, against)], batch_wide=True)
     measured = (f"{batch.where(found.data, role, against)}, {found.eval_set}: {role} "
                 f"{mean_cell(difference.one, seeds=True)} vs {against} {mean_cell(difference.other, seeds=True)}; "
                 f"{words}")

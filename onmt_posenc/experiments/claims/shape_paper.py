@@ -20,9 +20,10 @@ has them, the perSPE paper's findings and seed 003's follow (perspe_paper).
 import math
 import statistics
 
-from onmt_posenc.analysis import length_buckets
-from onmt_posenc.experiments.claims.batch import (ABOVE, CONFIDENCE, NOT_BELOW, SAME, Batch, Rule, joined_training,
-                                                  mean_cell, missing, row, seed_difference, t_quantile, unconverged)
+from onmt_posenc.experiments.claims.batch import (ABOVE, CONFIDENCE, NOT_BELOW, SAME, Batch, Rule, bucket_bleu,
+                                                  bucket_range, buckets_between, joined_training,
+                                                  longest_training_example, mean_cell, missing, row, seed_difference,
+                                                  t_quantile, unconverged)
 from onmt_posenc.experiments.claims.perspe_paper import compare, perspe_claims
 from onmt_posenc.experiments.claims.speeds import speed_compared_runs
 
@@ -47,15 +48,11 @@ def extrapolate_bleu(batch, role, paper):
     return compare(batch, f"On EXTRAPOLATE, {role}'s test BLEU is above APE's", paper, role, "APE", ABOVE, "EXTRAPOLATE")
 
 
-def unseen_bleu(result, unseen):
-    """A length_buckets result's BLEU over the buckets `unseen` (indices), weighted by their sentences."""
-    return sum(result["bleu"][k] * result["counts"][k] for k in unseen) / sum(result["counts"][k] for k in unseen)
-
-
 def unseen_lengths(batch, role, paper):
     """Every seed of `role` and of APE with length buckets on the first EXTRAPOLATE setting that
-    has both: the BLEU of the buckets longer than any training source, weighted by their sentences,
-    a value a seed; `role` minus APE judged one-sided (NOT_BELOW: held unless below beyond the spread)."""
+    has both: UNSEEN_BLEU (beyond the longest training example of the runs), a value a seed, with
+    the test set's component where they kept their translations; `role` minus APE judged one-sided
+    (NOT_BELOW: held unless below beyond the spread)."""
     claim = f"{role} >= APE on source lengths unseen in training"
     for data in batch.of_kind("EXTRAPOLATE"):
         ape, other = batch.analyses(data, "APE", "length_buckets"), batch.analyses(data, role, "length_buckets")
@@ -65,15 +62,20 @@ def unseen_lengths(batch, role, paper):
             if not all(name in result for _, result in ape + other):
                 continue
             first = ape[0][1][name]
-            unseen = [k for k, u in enumerate(length_buckets.unseen(first["buckets"], first["max_train_length"])) if u]
+            longest = max(longest_training_example(record) or result[name]["max_train_length"] or 0
+                          for record, result in ape + other)
+            unseen = buckets_between(first, longest)
             if not unseen:
                 continue
-            difference = seed_difference((role, "APE"), [unseen_bleu(result[name], unseen) for _, result in other],
-                                         [unseen_bleu(result[name], unseen) for _, result in ape])
-            held, words, figures = NOT_BELOW.judge(difference)
+            ranges = [bucket_range(first["buckets"][k]) for k in unseen]
+            test_set = batch.test_set([r for r, _ in other], [r for r, _ in ape], name, ranges=ranges)
+            difference = seed_difference((role, "APE"), [bucket_bleu(result[name], unseen) for _, result in other],
+                                         [bucket_bleu(result[name], unseen) for _, result in ape],
+                                         test_set=test_set)
+            held, words, figures = batch.family.judge(NOT_BELOW, difference, [r for r, _ in ape + other])
             measured = (f"{batch.where(data, role)}, {name}: {sum(first['counts'][k] for k in unseen)} sentences "
-                        f"longer than any training source (> {first['max_train_length']}): BLEU of their buckets, "
-                        f"weighted by their sentences, {role} {mean_cell(difference.one, seeds=True)} vs APE "
+                        f"longer than any training example (> {longest}), their unseen BLEU (of their buckets, "
+                        f"weighted by their sentences) {role} {mean_cell(difference.one, seeds=True)} vs APE "
                         f"{mean_cell(difference.other, seeds=True)}; {words}")
             return (unconverged(claim, paper, measured, [record for record, _ in ape + other], figures)
                     or row(claim, paper, measured, held, figures))
@@ -124,8 +126,9 @@ def swapped(batch, paper):
             continue
         measured = f"{where}: APE {_swapped_cell(results['APE'])}, SHAPE {_swapped_cell(results['SHAPE'])}"
         ape_drops, shape_drops = ([r["drop"] for r in results[role]] for role in ("APE", "SHAPE"))
-        held, words, figures = FAR_BELOW.judge(seed_difference(("SHAPE", "APE"), shape_drops, ape_drops,
-                                                                scale=SWAPPED_SHARE))
+        held, words, figures = batch.family.judge(FAR_BELOW, seed_difference(("SHAPE", "APE"), shape_drops,
+                                                                             ape_drops, scale=SWAPPED_SHARE),
+                                                  [record for record, _ in ape + shape])
         waiting = unconverged(claim, paper, measured, [record for record, _ in ape + shape], figures)
         if waiting:
             return waiting
@@ -155,7 +158,7 @@ def shift_invariance(batch, paper):
         offsets = ", ".join(str(k) for k in shape[0][1]["offsets"])
         shape_values, ape_values = ([result["mean_off_diagonal"] for _, result in runs] for runs in (shape, ape))
         difference = seed_difference(("SHAPE", "APE"), shape_values, ape_values)
-        held, words, figures = ABOVE.judge(difference, digits=3)
+        held, words, figures = batch.family.judge(ABOVE, difference, [record for record, _ in ape + shape], digits=3)
         if difference.spread is not None:
             spread = difference.spread
             floor = statistics.mean(shape_values) - t_quantile(spread.df, 1) * math.sqrt(spread.variance /
@@ -206,8 +209,15 @@ def speed(batch, speeds, role, paper, held):
 
 
 def evaluate(experiment, records, speeds):
-    """The claims table's rows; `speeds`: {data: {label: training speed relative to APE}}."""
+    """The claims table's rows, each comparison judged after Holm's correction over the table's
+    (its family: batch.Family); `speeds`: {data: {label: training speed relative to APE}}."""
     batch = Batch(experiment, records)
+    claims(batch, speeds)
+    batch.family.close()
+    return claims(batch, speeds)
+
+
+def claims(batch, speeds):
     return [
         vanilla_bleu(batch, "SHAPE", "test 30.49 vs 30.46 (+0.03)"),
         vanilla_bleu(batch, "RPE", "test 30.54 vs 30.46 (+0.08)"),

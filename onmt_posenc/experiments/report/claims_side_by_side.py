@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from onmt_posenc.experiments.claims import shape_paper
-from onmt_posenc.experiments.claims.batch import NOT_IN_BATCH
+from onmt_posenc.experiments.claims.batch import NOT_IN_BATCH, STATISTICS_WORDS, Batch, claims_method
 from onmt_posenc.experiments.file.spec import ExperimentError
 from onmt_posenc.experiments.report.results import read_results
 from onmt_posenc.experiments.report.runs import relative_speeds
@@ -21,9 +21,10 @@ from onmt_posenc.experiments.report.runs import relative_speeds
 
 def judged(path):
     """(the claims' rows of a results.json as today's code judges them, {analysis: ids of the
-    runs that name it without its results})."""
+    runs that name it without its results}, the runs left out as unconverged)."""
     experiment, records, not_held, _ = read_results(path, Path(path).parent)
-    return shape_paper.evaluate(experiment, records, relative_speeds(experiment, records)), not_held
+    return (shape_paper.evaluate(experiment, records, relative_speeds(experiment, records)), not_held,
+            Batch(experiment, records).left_out)
 
 
 def document(labelled_paths):
@@ -32,12 +33,16 @@ def document(labelled_paths):
 
 
 def side_by_side(batches):
-    """The Markdown lines comparing `batches`, [(label, claims rows, not_held)]."""
-    labels = [label for label, _, _ in batches]
-    lines = ["| claim | paper | " + " | ".join(labels) + " |", "|" + "---|" * (2 + len(labels))]
+    """The Markdown lines comparing `batches`, [(label, claims rows, not_held, left_out)]."""
+    labels = [label for label, *_ in batches]
+    lines = [STATISTICS_WORDS, ""]
+    for label, claims, _, left_out in batches:
+        lines += [f"{label}: {claims_method(claims)[-1]}" + (
+            f" Left out of every comparison, as they did not converge: {'; '.join(left_out)}." if left_out else ""), ""]
+    lines += ["| claim | paper | " + " | ".join(labels) + " |", "|" + "---|" * (2 + len(labels))]
     absent = []
     for index, first in enumerate(batches[0][1]):
-        rows = [claims[index] for _, claims, _ in batches]
+        rows = [claims[index] for _, claims, *_ in batches]
         if all(row["measured"].startswith(NOT_IN_BATCH) for row in rows):
             absent.append(first["claim"])
             continue
@@ -46,7 +51,7 @@ def side_by_side(batches):
     lines.append("")
     if absent:
         lines += ["Not in any of these batches: " + "; ".join(absent) + ".", ""]
-    for label, _, not_held in batches:
+    for label, _, not_held, _ in batches:
         if not_held:
             named = ", ".join(f"{name} ({len(ids)} runs)" for name, ids in not_held.items())
             lines += [f"{label}: its results.json names analyses without their results (it was written before "

@@ -1,5 +1,6 @@
 """The report's results for other programs: results.json (the experiment as the report read
-it, every run's record with its analyses' results, and the cross-run results) and
+it, every run's record with its analyses' results, and the cross-run results; the runs'
+translations copied beside it, records.copy_translations) and
 results.csv (one row per run); and results.json read back, to render the report from it
 alone (`onmt-posenc report --results`)."""
 import csv
@@ -7,7 +8,7 @@ import io
 from pathlib import Path
 
 from onmt_posenc.experiments.running import curves
-from onmt_posenc.experiments.running.records import ANALYSIS_FORMS, analysis_problem, record_problem
+from onmt_posenc.experiments.running.records import ANALYSIS_FORMS, analysis_problem, copy_translations, record_problem
 from onmt_posenc.experiments.report.experiment import STORED_KEYS, from_json, to_json
 from onmt_posenc.experiments.file.spec import ExperimentError
 from onmt_posenc.experiments.running.store import read_json, write_json, write_text_atomically
@@ -24,8 +25,10 @@ KEPT_AS_COMPARISONS = "token_nll"
 def write_results(experiment, records, batch):
     """results.json and results.csv of a report.ReportedExperiment and its records."""
     out = Path(experiment.output)
-    stored = [{**r, **{key: {name: value for name, value in r[key].items() if name != KEPT_AS_COMPARISONS}
-                       for key in ("analyses", "analysis_results") if key in r}} for r in records]
+    stored = [{**{key: value for key, value in r.items() if key != "translations_root"},
+               **{key: {name: value for name, value in r[key].items() if name != KEPT_AS_COMPARISONS}
+                  for key in ("analyses", "analysis_results") if key in r},
+               **({"translations": copy_translations(r, out)} if r.get("translations") else {})} for r in records]
     write_json(out / "results.json", {"experiment": experiment.path, "experiment_as_loaded": to_json(experiment),
                                       "runs": stored, "across_runs": batch})
     sets = list(dict.fromkeys(name for r in records for name in r.get("bleu", {})))
@@ -73,6 +76,8 @@ def read_results(path, output):
             raise ExperimentError(f"{path}: runs[{index}] cannot be used ({problem})")
         if record.get("curve"):
             record["convergence"] = curves.convergence(record["curve"]["valid"])
+        if record.get("translations"):  # copied beside results.json (records.copy_translations)
+            record["translations_root"] = str(Path(path).parent)
         held = record.get("analysis_results", {})
         for name in [name for name in record.get("analyses", {}) if name not in held]:
             del record["analyses"][name]

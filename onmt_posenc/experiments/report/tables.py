@@ -8,6 +8,7 @@ from onmt_posenc.analysis import plots
 from onmt_posenc.experiments.claims import shape_paper
 from onmt_posenc.experiments.running import curves
 from onmt_posenc.experiments.claims.batch import (FAILED_GAP_RATIO, FAILED_VALID_RATIO, MIN_SEEDS_FOR_SPREAD, Batch,
+                                                  claims_method,
                                                   compared_set, failed_to_learn, mean_cell, seed_difference)
 from onmt_posenc.experiments.running.records import where_its_log_is
 from onmt_posenc.experiments.claims.speeds import describe_machine, speed_machine, timed_runs
@@ -39,7 +40,8 @@ def claims_table(report):
     report.batch["claims"] = rows
     report.add("## The SHAPE paper's claims in this batch", "",
                "Each finding of Kiyono et al. (2021), the paper's figure, this batch's figure, and whether "
-               "it held here (computed from the results below; see onmt_posenc/experiments/claims/ for each test).", "")
+               "it held here (computed from the results below; see onmt_posenc/experiments/claims/ for each test).", "",
+               *claims_method(rows), "")
     report.table(["claim", "paper", "this batch", "held?"],
                  [[row["claim"], row["paper"], row["measured"], row["held"]] for row in rows])
     batch = Batch(report.experiment, report.records)
@@ -51,6 +53,9 @@ def claims_table(report):
                    f"x{FAILED_VALID_RATIO:g} the baseline's of their data setting, and validation over training "
                    f"perplexity at least x{FAILED_GAP_RATIO:g} the baseline's): "
                    + "; ".join(f"{id} ({why})" for id, why in batch.failed.items()) + ".", "")
+    if batch.left_out:
+        report.add(f"Left out of every comparison, as they did not converge ({curves.RULE}; each is replaced by "
+                   "its method's next seed): " + "; ".join(batch.left_out) + ".", "")
 
 
 def bleu_table(report):

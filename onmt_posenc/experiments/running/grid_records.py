@@ -37,6 +37,8 @@ def collect(experiment):
                 _read_analyses(record, directory)
         record.update(run_fields(run))
         record["dir"] = str(directory)
+        if record.get("translations"):  # where its translations' files are named from (records.read_translations)
+            record["translations_root"] = str(directory)
         holder = held_by(directory)
         if holder is not None:  # a runner works on it now: what is stored may change any moment
             record["runner"] = holder

@@ -1,10 +1,19 @@
 """What a stored run record (result.json, failure.json) and a stored analysis must hold,
-and reading them: a broken file is found when it is read, not in every use."""
+and reading them: a broken file is found when it is read, not in every use. Also each
+evaluated set's translations, kept beside the record (TRANSLATIONS) so that any corpus metric
+of any subset of its sentences can be computed again (core.significance resamples them)."""
+import gzip
+import hashlib
 import json
 from pathlib import Path
 from typing import NamedTuple
 
-from onmt_posenc.experiments.running.store import FAILURE, INTERRUPTED, RESULT, read_json
+from onmt_posenc.experiments.running.store import FAILURE, INTERRUPTED, RESULT, file_digest, read_json
+
+# Where a run keeps its translations of each evaluated set, in its folder and in a committed
+# results folder: translations/<set>.json.gz in a run's folder; translations/<run id>/<set>.json.gz
+# and translations/references/<sha256>.txt.gz beside results.json
+TRANSLATIONS = "translations"
 
 
 class Maybe(NamedTuple):
@@ -40,6 +49,7 @@ RECORD = {  # result.json, failure.json or interrupted.json
     "step": Maybe(int, null=True), "command": Maybe(str), "runner": Maybe(str), "model_sha256": Maybe(str),
     "warm_start": Maybe({"source": str, "from": str, "sha256": str}, null=True),
     "longest_training_source": Maybe(int), "longest_training_example": Maybe({"source": int, "target": int}),
+    "translations": Maybe(Each(str)),  # {set: its translations' file, relative to translations_root}
 }
 FINISHED = {"bleu": Each(NUMBER), "bleu_signature": str, "config": dict}  # besides RECORD
 ANALYSIS_FORMS = {
@@ -174,3 +184,66 @@ def where_its_log_is(record, text, markdown=False):
     if not log or str(log) in text:
         return ""
     return f" (log: `{log}`)" if markdown else f" (log: {log})"
+
+
+def write_translations(path, hypotheses, sources, reference):
+    """A set's translations as the run scored them (onmt_translate's lines), each source's length
+    in tokens (what the length analysis buckets by) and the reference file by its path and SHA-256."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stored = {"hypotheses": list(hypotheses), "source_lengths": [len(line.split()) for line in sources],
+              "reference": {"path": str(Path(reference).resolve()), "sha256": file_digest(reference)}}
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        json.dump(stored, f)
+
+
+def read_translations_file(path):
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def copy_translations(record, folder):
+    """The record's translations copied into a results `folder` (translations/<run id>/<set>.json.gz,
+    each reference once as translations/references/<sha256>.txt.gz, named relative to the folder);
+    returns {set: the copy, relative to the folder}."""
+    folder, copied = Path(folder), {}
+    for eval_set, name in record["translations"].items():
+        source, target = Path(record["translations_root"]) / name, Path(TRANSLATIONS) / record["id"] / f"{eval_set}.json.gz"
+        copied[eval_set] = target.as_posix()
+        if source.resolve() == (folder / target).resolve():
+            continue
+        stored = read_translations_file(source)
+        kept = Path(TRANSLATIONS) / "references" / f"{stored['reference']['sha256']}.txt.gz"
+        if not (folder / kept).is_file():
+            reference = Path(record["translations_root"]) / stored["reference"]["path"]
+            data = reference.read_bytes()
+            (folder / kept).parent.mkdir(parents=True, exist_ok=True)
+            (folder / kept).write_bytes(data if reference.suffix == ".gz" else gzip.compress(data, mtime=0))
+        stored["reference"]["path"] = kept.as_posix()
+        (folder / target).parent.mkdir(parents=True, exist_ok=True)
+        with gzip.GzipFile(folder / target, "wb", mtime=0) as f:
+            f.write(json.dumps(stored).encode("utf-8"))
+    return copied
+
+
+def read_translations(record, eval_set):
+    """((hypotheses, references, source lengths), None) of a record's set, or (None, why not): the
+    record keeps none (made before runs kept them), or a file is gone or is not what was scored."""
+    name = (record.get("translations") or {}).get(eval_set)
+    if name is None:
+        return None, "the runs kept no translations"
+    path = Path(record["translations_root"]) / name
+    try:
+        stored = read_translations_file(path)
+        reference = Path(record["translations_root"]) / stored["reference"]["path"]  # absolute: as it is
+        data = gzip.decompress(reference.read_bytes()) if reference.suffix == ".gz" else reference.read_bytes()
+        references = data.decode("utf-8").split("\n")
+    except (OSError, ValueError, KeyError) as error:
+        return None, f"{path} cannot be read ({type(error).__name__}: {error})"
+    if hashlib.sha256(data).hexdigest() != stored["reference"]["sha256"]:
+        return None, f"{reference} is not the reference the run was scored on"
+    if references and references[-1] == "" and data.endswith(b"\n"):
+        references.pop()  # read_lines' lines: the last line's end is not a line
+    if not len(stored["hypotheses"]) == len(references) == len(stored["source_lengths"]):
+        return None, f"{path} and {reference} differ in lines"
+    return (stored["hypotheses"], references, stored["source_lengths"]), None

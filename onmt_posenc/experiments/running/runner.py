@@ -10,6 +10,8 @@ would call them:
     onmt_average_models -models <the last checkpoints> -output averaged.pt
     onmt_translate -config translate.yaml -model averaged.pt -src <set> -output hyp/<set>.txt
     BLEU of every evaluation set (sacreBLEU), then the per-run analyses
+    translations/<set>.json.gz   each set's translations, source lengths and reference's SHA-256
+                     (records.write_translations: what a resample of its sentences needs)
     result.json      written last: the run is finished
 
 Every command's output goes to logs/<step>.log. A run that fails is reported
@@ -35,7 +37,8 @@ from onmt_posenc.experiments.running.data_preparation import (corpus_files, long
                                                               prepare_phrases)
 from onmt_posenc.experiments.running.opennmt_config import run_config
 from onmt_posenc.experiments.running.progress import DeviceWatch, Progress, machine, train_progress
-from onmt_posenc.experiments.running.records import read_stored, where_its_log_is
+from onmt_posenc.experiments.running.records import (TRANSLATIONS, read_stored, where_its_log_is,
+                                                      write_translations)
 from onmt_posenc.experiments.running.analyses import RunAnalyses
 from onmt_posenc.experiments.running.checkpoints import keep_newest, resume_point
 from onmt_posenc.experiments.running.state import evaluation_of, interrupted_why, run_state, trained_on, training_data_of
@@ -130,6 +133,8 @@ class RunExecutor:
             hyps[name] = read_lines(self.translate(files.src, self.dir / "hyp" / f"{name}.txt"))
             scores[name] = self.score(hyps[name], read_lines(files.ref),
                                       self.experiment.data[self.run.data].target_language)
+            write_translations(self.dir / TRANSLATIONS / f"{name}.json.gz", hyps[name], read_lines(files.src),
+                               files.ref)
         self.progress.say("BLEU " + ", ".join(f"{name} {score['bleu']:.2f}" for name, score in scores.items()))
         analyses, errors = RunAnalyses(self.experiment, self.run, self.files, self.dir, self.progress, self.translate,
                                        self.longest_source).run_all(hyps)
@@ -143,6 +148,7 @@ class RunExecutor:
             "bleu_details": {name: score["details"] for name, score in scores.items()},
             "length_ratio": {name: score["length_ratio"] for name, score in scores.items()},
             "joined": {name: score["joined"] for name, score in scores.items() if "joined" in score},
+            "translations": {name: f"{TRANSLATIONS}/{name}.json.gz" for name in scores},
             "bleu_signature": next(iter(scores.values()))["signature"],
             "chrf_signature": next(iter(scores.values()))["chrf_signature"],
             "training_speed": curves.training_speed(self.logs / "train.log"),
