@@ -88,9 +88,9 @@ def test_every_method_against_ape_joined_training_and_the_control(tmp_path):
     verdict = next(line for line in lines if line.startswith("- rpe, against ape: "))
     assert verdict.startswith(f"- rpe, against ape: translates unseen lengths better (+3.00 ± {half:.2f}, p "), verdict
     ratio_half = margin([0.71, 0.72, 0.73], [0.71, 0.72, 0.73])[0]
-    assert f"no difference in unseen length ratio measured (+0.00 ± {ratio_half:.2f}, p 1.000, Holm-adjusted 1.000: " \
+    assert f"no difference in length ratio beyond 15 measured (+0.00 ± {ratio_half:.2f}, p 1.000, Holm-adjusted 1.000: " \
            f"within ±{ratio_half:.2f}; a difference under " in verdict
-    assert f"writes better on them (gold-token NLL) (-0.50 ± {nll_half:.2f}, p " in verdict
+    assert f"writes better beyond 15 (gold-token NLL) (-0.50 ± {nll_half:.2f}, p " in verdict
     assert "Each method minus ape (a family of 16):" in lines
     assert any(line.startswith("Test-set variance not measured in 16 of the 16 judged cells") for line in lines)
 

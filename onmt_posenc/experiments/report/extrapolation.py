@@ -71,8 +71,11 @@ def bleu_column(title, split_set, choose):
     return Column(title, value, sentences)
 
 
-def measures(split_set, joined):
-    """The columns of a setting's tables."""
+def measures(split_set, joined, at):
+    """The columns of a setting's tables: BLEU within and beyond each run's longest training
+    example; the length ratio and the gold-token NLL of the sentences up to and beyond `at`, the
+    analysis' split (split_at), named by it: for joined training that point lies within the
+    training lengths, so these are not "unseen"."""
     def part(name, key):
         return lambda record, stored: stored[split_set]["split"][name][key]
 
@@ -80,9 +83,9 @@ def measures(split_set, joined):
                bleu_column("unseen BLEU", split_set, _buckets)]
     columns += [Column(f"BLEU, {k} joined", lambda record, stored, name=name: record["bleu"].get(name),
                        lambda record, stored, name=name: (name, None)) for k, name in joined]
-    columns += [Column("seen length ratio", part("up_to", "length_ratio")),
-                Column("unseen length ratio", part("beyond", "length_ratio")),
-                Column("NLL unseen - seen",
+    columns += [Column(f"length ratio up to {at}", part("up_to", "length_ratio")),
+                Column(f"length ratio beyond {at}", part("beyond", "length_ratio")),
+                Column(f"NLL beyond {at} - up to {at}",
                        lambda record, stored: _gap(stored[split_set]["split"]["beyond"].get("nll"),
                                                    stored[split_set]["split"]["up_to"].get("nll")))]
     return columns
@@ -95,7 +98,7 @@ def joining_measures(split_set, joined, cap, longest):
                          split_set, lambda result, _: _buckets(result, cap, longest))
     past = bleu_column(f"BLEU beyond the joined training lengths (> {longest})", split_set,
                        lambda result, _: _buckets(result, longest))
-    columns = measures(split_set, joined)
+    columns = measures(split_set, joined, cap)
     return [bleu_column(f"BLEU up to the cap (<= {cap})", split_set, lambda result, _: _within(result, cap)),
             bleu_column(f"BLEU beyond the cap (> {cap})", split_set, lambda result, _: _buckets(result, cap)),
             within, past, *columns[2:]]
@@ -163,7 +166,7 @@ def extrapolation_section(report):
         report.add("Left out of every mean and comparison of this section, as they did not converge (each is "
                    "replaced by its method's next seed): " + "; ".join(left_out) + ".", "")
     for data, runs in capped.items():
-        columns = measures(runs.split_set, runs.joined)
+        columns = measures(runs.split_set, runs.joined, runs.at)
         base = _baseline_label(experiment, runs.by_label)
         report.add(f"### {data}: every method (split at {runs.at} tokens, {runs.split_set})", "",
                    f"The longest training example of its runs: {runs.longest()} tokens.", "")
@@ -181,7 +184,7 @@ def extrapolation_section(report):
             results[data]["minus_baseline"] = figures
             report.add(f"Verdicts against {base} (two-sided {CONFIDENCE:.0%}, after Holm's correction over the "
                        f"{family} comparisons of the table):", "",
-                       *(f"- {_verdict(label, base, figures[label])}" for label in others), "")
+                       *(f"- {_verdict(label, base, figures[label], runs.at)}" for label in others), "")
     for data, runs in capped.items():
         plain = _without_joining(experiment, data, capped)
         if not experiment.data[data].join_training or plain is None:
@@ -203,18 +206,20 @@ def extrapolation_section(report):
     report.batch["extrapolation"] = results
 
 
-# (column, what its difference from the baseline says above and below zero)
-VERDICT_PARTS = [("unseen BLEU", "translates unseen lengths better", "translates unseen lengths worse"),
-                 ("unseen length ratio", "stops later on them", "stops earlier on them"),
-                 ("NLL unseen - seen", "writes worse on them (gold-token NLL)", "writes better on them (gold-token NLL)")]
+def verdict_parts(at):
+    """(column, what its difference from the baseline says above and below zero), for a split at `at`."""
+    return [("unseen BLEU", "translates unseen lengths better", "translates unseen lengths worse"),
+            (f"length ratio beyond {at}", f"stops later beyond {at}", f"stops earlier beyond {at}"),
+            (f"NLL beyond {at} - up to {at}", f"writes worse beyond {at} (gold-token NLL)",
+             f"writes better beyond {at} (gold-token NLL)")]
 
 
-def _verdict(label, base, figures):
+def _verdict(label, base, figures, at):
     """One method's verdict from its differences' figures, each judged by its Holm-adjusted p:
     whether it translates unseen lengths better than the baseline, and whether the difference is
     where it stops (the length ratio) or how it writes (the NLL's rise from seen to unseen lengths)."""
     said, unjudged = [], []
-    for column, above, below in VERDICT_PARTS:
+    for column, above, below in verdict_parts(at):
         found = figures.get(column)
         if not found:
             continue
