@@ -67,7 +67,8 @@ def test_every_method_against_ape_joined_training_and_the_control(tmp_path):
     experiment = loaded(tmp_path)
     wanted = {("extrapolate", "ape"), ("extrapolate", "rpe"), ("extrapolate", "rotary"),
               ("extrapolate-joined", "ape"), ("vanilla-matched", "ape")}
-    runs = [run for run in experiment.runs if (run.data, run.method) in wanted]
+    # the design's three seeds each (APE's seed 4, the grid's replacement for an unconverged run, not needed here)
+    runs = [run for run in experiment.runs if (run.data, run.method) in wanted and run.seed <= 3]
     written = report.write(experiment, [record(run) for run in runs]).read_text(encoding="utf-8")
     lines = written.splitlines()
     assert "## Length extrapolation" in lines
@@ -120,7 +121,8 @@ def test_every_method_against_ape_joined_training_and_the_control(tmp_path):
 
 def test_a_run_that_failed_to_learn_is_left_out(tmp_path):
     experiment = loaded(tmp_path)
-    runs = [run for run in experiment.runs if run.data == "extrapolate" and run.method in ("ape", "rpe")]
+    runs = [run for run in experiment.runs if run.data == "extrapolate" and run.method in ("ape", "rpe")
+            and run.seed <= 3]
     records = [record(run) for run in runs]
     for each in records:  # learning curves: RPE seed 3 far above APE on held-out text while it fits its data
         failed = each["id"] == "extrapolate/rpe/seed3"
@@ -137,7 +139,7 @@ def test_a_run_that_did_not_converge_is_left_out_and_listed_and_its_next_seed_co
     records = [record(run) for run in runs]
     stuck = next(r for r in records if r["id"] == "extrapolate/ape/seed2")
     stuck["convergence"] = {"converged": False, "why": "valid ppl 40.48 -> 40.02 (-1.2%)"}
-    records.append({**record(runs[0]), "id": "extrapolate/ape/seed4", "seed": 4})
+    assert "extrapolate/ape/seed4" in [r["id"] for r in records]  # the grid's replacement
     written = report.write(experiment, records).read_text(encoding="utf-8")
     assert ("Left out of every mean and comparison of this section, as they did not converge (each is replaced by "
             "its method's next seed): extrapolate/ape/seed2 (valid ppl 40.48 -> 40.02 (-1.2%)).") in written
