@@ -81,11 +81,12 @@ def initialize_parameters():
     model_builder.build_model = build_model
 
 
-def choose_the_kernel_when_translating():
-    """`load_test_model` builds the model from the checkpoint's options; its attention kernel is
-    then set from the translating command's own attention_kernel (onmt_translate's, or 'auto'
-    for a caller whose options have none). The translator and the ensemble look the function up
-    in `onmt.model_builder` when they call it."""
+def apply_the_translating_options_to_loaded_models():
+    """`load_test_model` builds the model from the checkpoint's options; the translating
+    command's own options then set its attention kernel (attention_kernel: onmt_translate's, or
+    'auto' for a caller whose options have none) and its rotary layers' rule (rotary_scaling,
+    see `rescale_rotary_positions_when_translating`). The translator and the ensemble look the
+    function up in `onmt.model_builder` when they call it."""
     from onmt import model_builder
 
     from onmt_posenc.model import attention
@@ -94,8 +95,12 @@ def choose_the_kernel_when_translating():
 
     @functools.wraps(stock_load_test_model)
     def load_test_model(opt, *args, **kwargs):
+        # rotary is imported when called: at activation the attention package may be importing still
+        from onmt_posenc.model.attention import rotary
+
         vocabs, model, model_opt = stock_load_test_model(opt, *args, **kwargs)
         attention.choose_kernel(model, model_opt, opt)
+        rotary.choose_scaling(model, model_opt, opt)
         return vocabs, model, model_opt
 
     model_builder.load_test_model = load_test_model
@@ -123,24 +128,11 @@ def build_layers_without_the_meta_device():
 
 def rescale_rotary_positions_when_translating():
     """onmt_translate's rotary_scaling: `load_test_model` (each model of an ensemble) gives the
-    model's rotary layers their rule, and the translator's `_run_encoder`, which every batch's
-    search starts with, their factor from the batch's longest source, before the encoder and
-    the decoder run."""
-    from onmt import model_builder
+    model's rotary layers their rule (`apply_the_translating_options_to_loaded_models`), and the translator's
+    `_run_encoder`, which every batch's search starts with, their factor from the batch's longest
+    source, before the encoder and the decoder run."""
     from onmt.translate.translator import Translator
 
-    stock_load_test_model = model_builder.load_test_model
-
-    # rotary is imported when called: at activation the attention package may be importing still
-    @functools.wraps(stock_load_test_model)
-    def load_test_model(opt, *args, **kwargs):
-        from onmt_posenc.model.attention import rotary
-
-        vocabs, model, model_opt = stock_load_test_model(opt, *args, **kwargs)
-        rotary.choose_scaling(model, model_opt, opt)
-        return vocabs, model, model_opt
-
-    model_builder.load_test_model = load_test_model
     stock_run_encoder = Translator._run_encoder
 
     @functools.wraps(stock_run_encoder)

@@ -33,7 +33,7 @@ def activate():
     model_builder.build_position_encodings()
     model_builder.build_attention()
     model_builder.initialize_parameters()
-    model_builder.choose_the_kernel_when_translating()
+    model_builder.apply_the_translating_options_to_loaded_models()
     model_builder.rescale_rotary_positions_when_translating()
     data_pipeline.carry_target_phrases()
     commands.load_checkpoints_safely()
