@@ -20,6 +20,7 @@ COMMANDS = {
     "evaluate": ("onmt_posenc.core.scoring", "detokenized sacreBLEU per newstest year with dev/test macro averages"),
     "run": ("onmt_posenc.experiments.run", "run an experiment YAML: a grid of trainings, BLEU, analyses, and the report"),
     "report": ("onmt_posenc.experiments.report.command", "merge the finished runs of an experiment (all shards) into one report"),
+    "pages": ("onmt_posenc.experiments.pages.command", "the committed results pages rendered again from their templates and records (--check: compare)"),
     "claims": ("onmt_posenc.experiments.report.claims_side_by_side", "the papers' claims in several batches side by side, each judged from its results.json"),
     "schema": ("onmt_posenc.experiments.file.schema", "the experiment file's JSON Schema, for editors (recipes/experiments/schema.json)"),
     "swapped": ("onmt_posenc.analysis.swapped", "swapped evaluation: BLEU of the first sentence moved to the end"),

@@ -473,6 +473,21 @@ def not_seen(difference, digits=2):
             "would not be seen")
 
 
+def verdict_words(figures, above, below, what, digits=2):
+    """The verdict of a difference judged in a family, from its figures (Difference.figures with
+    p_adjusted): `above` or `below` (by its sign) where its Holm-adjusted p is under 1 -
+    CONFIDENCE; else no difference in `what` measured, "after Holm's correction" where its own p
+    is, else with what it could have missed (not_seen's words). The estimate, margin and both p follow."""
+    shown = (f"{figures['estimate']:+.{digits}f} ± {figures['margin']:.{digits}f}, p {figures['p']:.3f}, "
+             f"Holm-adjusted {figures['p_adjusted']:.3f}")
+    if figures["p_adjusted"] < 1 - CONFIDENCE:
+        return f"{above if figures['estimate'] > 0 else below} ({shown})"
+    if figures["p"] < 1 - CONFIDENCE:  # its own interval clears zero, its family's correction does not
+        return f"no difference in {what} measured after Holm's correction ({shown})"
+    return (f"no difference in {what} measured ({shown}: within ±{figures['margin']:.{digits}f}; a difference under "
+            f"{figures['detectable']:.{digits}f} would not be seen)")
+
+
 class Rule(NamedTuple):
     """How a claim reads a Difference: two-sided (bound None: a sameness, which can only find a
     difference) or one-sided on the bound it reads ("lower": the claim is that the difference is

@@ -23,7 +23,7 @@ from onmt_posenc.core import significance
 from onmt_posenc.experiments.claims.batch import (CONFIDENCE, UNSEEN_BLEU, Batch, bucket_bleu, bucket_range,
                                                   buckets_between, failed_to_learn, longest_training_example,
                                                   mean_cell, not_converged, seed_difference, STATISTICS_WORDS,
-                                                  test_set_component, degrees_in_words)
+                                                  test_set_component, degrees_in_words, verdict_words)
 from onmt_posenc.experiments.running.records import read_analysis
 
 JOINED_PREFIX = "-join"
@@ -226,15 +226,7 @@ def _verdict(label, base, figures, at):
         if "margin" not in found:
             unjudged.append(column)
             continue
-        shown = (f"{found['estimate']:+.2f} ± {found['margin']:.2f}, p {found['p']:.3f}, Holm-adjusted "
-                 f"{found['p_adjusted']:.3f}")
-        if found["p_adjusted"] < 1 - CONFIDENCE:
-            said.append(f"{above if found['estimate'] > 0 else below} ({shown})")
-        elif found["p"] < 1 - CONFIDENCE:  # its own interval clears zero, its family's correction does not
-            said.append(f"no difference in {column} measured after Holm's correction ({shown})")
-        else:
-            said.append(f"no difference in {column} measured ({shown}: within ±{found['margin']:.2f}; a difference "
-                        f"under {found['detectable']:.2f} would not be seen)")
+        said.append(verdict_words(found, above, below, column))
     if unjudged and not said:
         return f"{label}: too few seeds for a spread, not judged"
     return f"{label}, against {base}: " + "; ".join(said) + (f"; not judged: {', '.join(unjudged)}" if unjudged else "")

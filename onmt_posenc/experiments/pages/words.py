@@ -1,0 +1,56 @@
+"""How a page shows what its expressions read: numbers to a stated number of decimals, signed
+or not, counts with thousands separators, and a judged difference with its verdict in the
+claims engine's own words (claims.batch.verdict_words), so that no verdict word is typed."""
+import math
+
+from onmt_posenc.experiments.claims.batch import CONFIDENCE, degrees_in_words, verdict_words
+from onmt_posenc.experiments.pages.records import RecordError
+
+
+def number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RecordError(f"{value!r} is not a number a page can show")
+    return value
+
+
+def fixed(value, digits=2):
+    """1.234 -> '1.23' (digits 2)."""
+    return f"{number(value):.{digits}f}"
+
+
+def signed(value, digits=2):
+    """1.234 -> '+1.23', -1.234 -> '-1.23' (digits 2): a difference."""
+    return f"{number(value):+.{digits}f}"
+
+
+def count(value):
+    """1234 -> '1,234': a count, which a record must hold as a whole number."""
+    if not float(number(value)).is_integer():
+        raise RecordError(f"{value!r} is not a count")
+    return f"{int(value):,}"
+
+
+def interval(figures, digits=2):
+    """'+1.56 ± 1.07 (4 df)': a judged difference's estimate, its margin and degrees of freedom."""
+    return (f"{signed(figures['estimate'], digits)} ± {fixed(figures['margin'], digits)} "
+            f"({degrees_in_words(figures['df'])} df)")
+
+
+def difference(figures, what, above="a difference measured", below=None, digits=2):
+    """A difference judged in a family, its verdict first: `above`/`below` where it survives
+    Holm's correction, else "no difference in `what` measured" with what it could have missed;
+    then its estimate, margin, both p, the family's size and its degrees of freedom."""
+    if "margin" not in figures:
+        return f"{what}: {signed(figures['estimate'], digits)}, not judged (too few seeds for a spread)"
+    words = verdict_words(figures, above, below or above, what, digits)
+    return (f"{words[:-1]}, over the {figures['family']} comparisons of its table; {CONFIDENCE:.0%}, "
+            f"{degrees_in_words(figures['df'])} df)")
+
+
+def verdict(figures, above="a difference measured", below=None, what="it"):
+    """The verdict words alone of a difference judged in a family (see `difference`)."""
+    return verdict_words(figures, above, below or above, what).split(" (", 1)[0]
+
+
+FILTERS = {"fixed": fixed, "signed": signed, "count": count}
+FUNCTIONS = {"interval": interval, "difference": difference, "verdict": verdict}
