@@ -30,6 +30,11 @@ def count(value):
     return f"{int(value):,}"
 
 
+def judged(figures):
+    """Whether a difference's figures hold an interval (too few seeds for a spread: none)."""
+    return "margin" in figures
+
+
 def interval(figures, digits=2):
     """'+1.56 ± 1.07 (4 df)': a judged difference's estimate, its margin and degrees of freedom."""
     return (f"{signed(figures['estimate'], digits)} ± {fixed(figures['margin'], digits)} "
@@ -40,7 +45,7 @@ def difference(figures, what, above="a difference measured", below=None, digits=
     """A difference judged in a family, its verdict first: `above`/`below` where it survives
     Holm's correction, else "no difference in `what` measured" with what it could have missed;
     then its estimate, margin, both p, the family's size and its degrees of freedom."""
-    if "margin" not in figures:
+    if not judged(figures):
         return f"{what}: {signed(figures['estimate'], digits)}, not judged (too few seeds for a spread)"
     words = verdict_words(figures, above, below or above, what, digits)
     return (f"{words[:-1]}, over the {figures['family']} comparisons of its table; {CONFIDENCE:.0%}, "

@@ -4,7 +4,7 @@
 The report only reads what the runs measured and stored (result.json and
 analyses/*.json); it loads no model and times nothing. It opens with the SHAPE
 paper's claims and whether this batch reproduces them (see claims/), then
-holds the paper's tables and figures: BLEU per evaluation set with the relative
+holds the paper's tables and figures, BLEU per evaluation set with the relative
 training speed (Table 2's layout: data setting x method), hypothesis/reference
 length, joined-set scores, BLEU, gain and length by source length, the swapped
 evaluation, shift invariance of the encoder, token-level NLL, and the position
