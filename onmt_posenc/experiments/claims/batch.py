@@ -513,6 +513,7 @@ class Rule(NamedTuple):
             words = f"{words} after Holm's correction"
         elif not measured:
             words = f"{words} ({not_seen(difference, digits)})"
+        figures["verdict"] = words  # the words alone, for the pages that quote a claim's verdict
         shown = f"p {figures['p']:.3f}"
         if adjusted is not None:
             figures.update(p_adjusted=adjusted[0], family=adjusted[1])

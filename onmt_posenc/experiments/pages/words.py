@@ -57,5 +57,35 @@ def verdict(figures, above="a difference measured", below=None, what="it"):
     return verdict_words(figures, above, below or above, what).split(" (", 1)[0]
 
 
-FILTERS = {"fixed": fixed, "signed": signed, "count": count}
-FUNCTIONS = {"interval": interval, "difference": difference, "verdict": verdict}
+def _wrapped(text, width, first, rest):
+    """`text`'s words wrapped at `width`, lines started by `first` then `rest`, never inside a
+    figure's " = " or " ± " (Markdown joins the lines again: the page reads as source)."""
+    words = " ".join(text.split()).replace(" = ", "\u00a0=\u00a0").replace(" ± ", "\u00a0±\u00a0").split(" ")
+    lines, line = [], first
+    for word in words:
+        if line.strip() and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = rest
+        line += ("" if line in (first, rest) else " ") + word
+    return "\n".join(lines + [line]).replace("\u00a0", " ")
+
+
+def prose(text, width=116):
+    """A paragraph wrapped as the page shows it: `{% filter prose %}...{% endfilter %}`."""
+    return _wrapped(text, width, "", "")
+
+
+def item(text, width=116):
+    """A list item, "- " and its lines indented under it: `{% filter item %}...{% endfilter %}`."""
+    return _wrapped(text, width, "- ", "  ")
+
+
+def claim_verdict(claim):
+    """A claims row's verdict in the engine's words: a judged comparison's (figures.verdict), else
+    why it was not judged (the last clause of what it measured)."""
+    figures = claim["figures"] if "figures" in claim else {}
+    return figures["verdict"] if "verdict" in figures else claim["measured"].rsplit("; ", 1)[-1]
+
+
+FILTERS = {"fixed": fixed, "signed": signed, "count": count, "prose": prose, "item": item}
+FUNCTIONS = {"interval": interval, "difference": difference, "verdict": verdict, "claim_verdict": claim_verdict}
