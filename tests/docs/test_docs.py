@@ -348,9 +348,13 @@ def anchors(path):
     return {slug(line.lstrip("#")) for line in prose if re.match(r"#{1,6} ", line)}
 
 
+# The results pages too (rendered from their templates: tests/experiments/test_pages.py)
+LINKING_PAGES = PAGES + sorted((REPO / "recipes" / "experiments" / "results").glob("**/README.md"))
+
+
 def test_links_resolve_to_files_and_headings():
     failures, checked = [], 0
-    for page in PAGES:
+    for page in LINKING_PAGES:
         _, prose = split_markdown(page)
         for target in re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", "\n".join(prose)):
             if re.match(r"\w+:", target):

@@ -107,13 +107,19 @@ def render_all(root, check=False, only=None):
     nothing, not even a figure); [the pages that differed]."""
     root = Path(root).resolve()
     reading = records.Records(root / RESULTS)
-    differed = []
+    differed, failed = [], []
     for template in only or templates(root):
-        if template.name.endswith(f".md{SUFFIX}") is False or not template.is_file():
+        if not template.name.endswith(f".md{SUFFIX}") or not template.is_file():
             raise PageError(f"{template}: not a page template (a *.md{SUFFIX} file)")
-        page, text = page_text(template, root, reading, draw=not check)
+        try:
+            page, text = page_text(template, root, reading, draw=not check)
+        except PageError as error:  # the other pages are still written; every failure is said
+            failed.append(str(error))
+            continue
         if not page.is_file() or page.read_text(encoding="utf-8") != text:
             differed.append(page)
             if not check:
                 page.write_text(text, encoding="utf-8")
+    if failed:
+        raise PageError(f"{len(failed)} templates do not render:\n" + "\n".join(failed))
     return differed

@@ -9,7 +9,8 @@ from onmt_posenc.experiments.claims import shape_paper
 from onmt_posenc.experiments.running import curves
 from onmt_posenc.experiments.claims.batch import (FAILED_GAP_RATIO, FAILED_VALID_RATIO, MIN_SEEDS_FOR_SPREAD, Batch,
                                                   claims_method,
-                                                  compared_set, failed_to_learn, mean_cell, seed_difference)
+                                                  compared_set, failed_to_learn, mean_cell, not_converged,
+                                                  seed_difference)
 from onmt_posenc.experiments.running.records import where_its_log_is
 from onmt_posenc.experiments.claims.speeds import describe_machine, speed_machine, timed_runs
 from onmt_posenc.experiments.report.runs import baseline_label
@@ -58,30 +59,46 @@ def claims_table(report):
                    "its method's next seed): " + "; ".join(batch.left_out) + ".", "")
 
 
+def averaged(runs):
+    """(the runs a table's means are of, the cell of their count): the converged ones, the others
+    counted as left out; all of them, so marked, where none has converged."""
+    converged = [r for r in runs if not not_converged([r])]
+    if converged and len(converged) < len(runs):
+        return converged, f"{len(converged)} (+{len(runs) - len(converged)} not converged, left out)"
+    if runs and not converged:
+        return runs, f"{len(runs)} (none converged)"
+    return runs, len(runs)
+
+
 def bleu_table(report):
     sets = report.experiment.eval_sets
     signature = next((r["bleu_signature"] for r in report.records if r["status"] == "finished"), "")
     report.add("## BLEU and relative training speed", "",
                f"sacreBLEU ({signature}) of the averaged checkpoints, on detokenized text with the `<sep>` "
-               "separators removed; mean ± standard deviation over seeds where a method has several. "
+               "separators removed; mean ± standard deviation over seeds where a method has several, of its "
+               "converged runs (the others counted beside, left out). "
                f"Speed: training tokens/s relative to `{report.experiment.baseline}` (see Training speed).", "")
     rows = []
     for data in report.data_settings():
         for label in report.labels(data):
-            runs = report.finished(data, label)
+            runs, seeds = averaged(report.finished(data, label))
             cells = [mean_cell([r["bleu"][name] for r in runs if name in r["bleu"]]) for name in sets]
-            rows.append([data, report.kind(data), label, len(runs), *cells, speed_cell(report, data, label)])
+            rows.append([data, report.kind(data), label, seeds, *cells, speed_cell(report, data, label)])
     report.table(["data", "setting", "method", "seeds", *sets, "speed"], rows)
 
 
 def length_ratio_table(report):
     sets = report.experiment.eval_sets
-    rows = [[data, label, *(mean_cell([r["length_ratio"][name] for r in report.finished(data, label)
-                                       if name in r.get("length_ratio", {})]) for name in sets)]
-            for data in report.data_settings() for label in report.labels(data)]
+    rows = []
+    for data in report.data_settings():
+        for label in report.labels(data):
+            runs, seeds = averaged(report.finished(data, label))
+            rows.append([data, label, seeds, *(mean_cell([r["length_ratio"][name] for r in runs
+                                                          if name in r.get("length_ratio", {})]) for name in sets)])
     report.add("## Hypothesis / reference length", "",
-               "sacreBLEU's length ratio per set: below 1 the translations stop early, above 1 they run on.", "")
-    report.table(["data", "method", *sets], rows)
+               "sacreBLEU's length ratio per set: below 1 the translations stop early, above 1 they run on "
+               "(the converged runs' mean, as in the BLEU table).", "")
+    report.table(["data", "method", "seeds", *sets], rows)
 
 
 def score_parts_table(report):
@@ -230,8 +247,9 @@ def speed_table(report):
                + "; ".join(f"{number}: {machine}" for machine, number in numbers.items()) + ". "
                f"Ratios to `{report.experiment.baseline}` compare runs on one machine (of those the baseline "
                "trained on, the one that trained most runs); a run on another machine has no ratio, and the "
-               "baseline's own is 1 by construction. A busy machine slows whichever run it meets, so read "
-               "ratios near 1 as equal.", "")
+               "baseline's own is 1 by construction. Every finished run counts, converged or not: how fast "
+               "it trained does not depend on where its curve ended. A busy machine slows whichever run it "
+               "meets, so no difference of speed is measured from ratios near 1.", "")
     report.table(["data", "machine", "method", "tokens/s", f"vs {report.experiment.baseline}", "training minutes"],
                  rows)
 
