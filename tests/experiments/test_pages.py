@@ -8,8 +8,8 @@ import shutil
 import pytest
 from conftest import REPO, command, run
 
-from onmt_posenc.experiments.pages import render
-from onmt_posenc.experiments.pages.records import Records
+from onmt_posenc.experiments.pages import plots, render
+from onmt_posenc.experiments.pages.records import RecordError, Records
 from onmt_posenc.experiments.pages.typed import typed_by_hand
 
 TEMPLATES = render.templates(REPO)
@@ -119,3 +119,43 @@ def test_the_pages_command_writes_a_page_again_and_checks_it(tmp_path):
     empty.mkdir()
     result = run([command("onmt-posenc"), "pages", "--root", str(empty)], expect_ok=False)
     assert result.returncode == 2 and "no *.md.jinja template" in result.stderr
+
+
+def test_the_pages_command_draws_the_main_results_plot_and_a_check_draws_none(tmp_path):
+    """The README's main results show a plot of the comparisons its table quotes: `onmt-posenc
+    pages` writes it as a PNG (its bytes depend on the machine's fonts: not compared); a check
+    writes none; the page is its template's render either way."""
+    template = REPO / "docs" / "main-results.md.jinja"
+    root = tmp_path / "project"
+    for folder in ("multi30k-scaled", "small_enja-scaled", "multi30k-extrapolate", "demo-scaled",
+                   "multi30k-scaled-swapped"):
+        shutil.copytree(REPO / render.RESULTS / folder, root / render.RESULTS / folder)
+    (root / "docs").mkdir()
+    shutil.copy(template, root / "docs")
+    shutil.copy(REPO / "README.md", root)
+    plot = root / "docs" / "images" / "main-results.png"
+    pages = [command("onmt-posenc"), "pages", "--root", str(root), str(root / "docs" / template.name)]
+    result = run([*pages, "--check"])
+    assert "1 templates, 0 pages differ" in result.stdout and not plot.exists()
+    run(pages)
+    assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and plot.stat().st_size > 10_000
+    assert "![" in (root / "README.md").read_text(encoding="utf-8").split("## Main results", 1)[1]
+    assert (root / "README.md").read_text(encoding="utf-8") == (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_plot_is_drawn_again_only_when_what_it_shows_changes(tmp_path):
+    rows = [("rpe", {"estimate": 1.5, "margin": 0.5}), ("rotary", {"estimate": -0.25})]  # judged, not judged
+    line = plots.differences(tmp_path, False, "images/x.png", "a title", [("a panel", "BLEU", rows)])
+    assert line == "![a title](images/x.png)" and not (tmp_path / "images").exists()  # not drawing: nothing written
+    plots.differences(tmp_path, True, "images/x.png", "a title", [("a panel", "BLEU", rows)])
+    plot = tmp_path / "images" / "x.png"
+    drawn = plot.read_bytes()
+    assert drawn.startswith(b"\x89PNG\r\n\x1a\n")
+    stamp = plot.stat().st_mtime_ns
+    plots.differences(tmp_path, True, "images/x.png", "a title", [("a panel", "BLEU", rows)])
+    assert plot.stat().st_mtime_ns == stamp  # the same figures: not drawn again
+    rows[0] = ("rpe", {"estimate": 1.25, "margin": 0.5})
+    plots.differences(tmp_path, True, "images/x.png", "a title", [("a panel", "BLEU", rows)])
+    assert plot.read_bytes() != drawn
+    with pytest.raises(RecordError, match="not a number"):
+        plots.differences(tmp_path, True, "images/x.png", "a title", [("a panel", "BLEU", [("t5", {"estimate": None})])])

@@ -6,13 +6,14 @@ from its heading to the next heading of its level.
 
 Rendered with StrictUndefined: a name no record or function holds fails, said with the
 template's line, as does a hand-typed figure or verdict word (typed)."""
+import functools
 import re
 from pathlib import Path
 
 import jinja2
 
 from onmt_posenc.core.errors import UserError
-from onmt_posenc.experiments.pages import records, words
+from onmt_posenc.experiments.pages import plots, records, words
 from onmt_posenc.experiments.pages.typed import typed_by_hand
 
 RESULTS = Path("recipes") / "experiments" / "results"
@@ -44,16 +45,20 @@ def folder_of(template, root):
     return parts[0] if len(parts) > 1 else None
 
 
-def environment(root):
+def environment(root, page_folder=None, draw=False):
+    """The template functions and filters; `differences_plot` writes its PNG (relative to the
+    page's folder) only when `draw` (`onmt-posenc pages`, not --check)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(root)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
     env.filters.update(words.FILTERS)
     env.globals.update(words.FUNCTIONS)
+    env.globals["differences_plot"] = functools.partial(plots.differences, page_folder or root, draw)
     return env
 
 
-def render(template, root, reading=None):
-    """The text a template renders (the whole page, or its section); `reading`: a Records to share."""
+def render(template, root, reading=None, draw=False):
+    """The text a template renders (the whole page, or its section); `reading`: a Records to share;
+    `draw`: write the figures it shows too."""
     root, template = Path(root).resolve(), Path(template).resolve()
     source = template.read_text(encoding="utf-8")
     typed = typed_by_hand(source)
@@ -61,7 +66,7 @@ def render(template, root, reading=None):
         raise PageError(f"{template}: " + "; ".join(f"line {line}: {what} is typed by hand" for line, what in typed)
                         + " (a figure or a verdict comes from an expression over the records)")
     reading = reading or records.Records(root / RESULTS)
-    env = environment(root)
+    env = environment(root, target(template)[0].parent, draw)
     try:
         compiled = env.from_string(SECTION_OF.sub("", source, count=1))
         return compiled.render(records.namespace(reading, folder_of(template, root)))
@@ -83,10 +88,10 @@ def _template_line(error):
     return line
 
 
-def page_text(template, root, reading=None):
+def page_text(template, root, reading=None, draw=False):
     """(the page a template writes, its whole new text)."""
     page, heading = target(Path(template).resolve())
-    rendered = render(template, root, reading)
+    rendered = render(template, root, reading, draw)
     if heading is None:
         return page, rendered
     text = page.read_text(encoding="utf-8")
@@ -99,7 +104,7 @@ def page_text(template, root, reading=None):
 
 def render_all(root, check=False, only=None):
     """Write every page from its template, or those of the templates `only` (check: write
-    nothing); [the pages that differed]."""
+    nothing, not even a figure); [the pages that differed]."""
     root = Path(root).resolve()
     reading = records.Records(root / RESULTS)
     differed, failed = [], []
@@ -107,7 +112,7 @@ def render_all(root, check=False, only=None):
         if not template.name.endswith(f".md{SUFFIX}") or not template.is_file():
             raise PageError(f"{template}: not a page template (a *.md{SUFFIX} file)")
         try:
-            page, text = page_text(template, root, reading)
+            page, text = page_text(template, root, reading, draw=not check)
         except PageError as error:  # the other pages are still written; every failure is said
             failed.append(str(error))
             continue
