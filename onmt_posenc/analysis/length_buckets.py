@@ -10,6 +10,7 @@ example had are marked "unseen": that is where EXTRAPOLATE separates methods.
         --hyp ape=ape.hyp --hyp shape=shape.hyp --baseline ape --train-src train.src --plot buckets.png
 """
 import json
+import math
 
 from onmt_posenc.analysis import AnalysisError, check_outputs, labelled, plots, read_texts
 from onmt_posenc.core.arguments import positive_int
@@ -30,12 +31,29 @@ def bucket_edges(lengths, width, max_train_length=None):
     return edges
 
 
+def relative_edges(lengths, multiples, max_train_length):
+    """[(first, last, label)]: inclusive length ranges ending at floor(m * max_train_length) for
+    each multiple m, labelled by the multiples ('0-1x', '1-1.5x'), and one beyond the last
+    ('>4x') where a length is longer; a range empty at this length (two multiples within one
+    token) left out."""
+    edges, first, previous = [], 1, 0
+    for multiple in multiples:
+        last = math.floor(multiple * max_train_length)
+        if last >= first:
+            edges.append((first, last, f"{previous:g}-{multiple:g}x"))
+            first, previous = last + 1, multiple
+    if max(lengths) >= first:
+        edges.append((first, max(lengths), f">{previous:g}x"))
+    return edges
+
+
 def unseen(buckets, max_train_length):
     """Per bucket ("first-last"): does it hold only lengths longer than any training source?"""
     return [max_train_length is not None and int(bucket.split("-")[0]) > max_train_length for bucket in buckets]
 
 
-def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=None, nlls=None, split_at=None):
+def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=None, nlls=None, split_at=None,
+                  relative=None):
     """One model's scores per bucket of source length: BLEU with its brevity penalty and
     n-gram precisions, chrF, the hypothesis/reference length ratio and, given `nlls` (per
     sentence, the teacher-forced NLL of each gold token: token_nll.token_nlls), the mean NLL
@@ -45,18 +63,27 @@ def bucket_scores(src_lines, ref_lines, hyp_lines, width=10, max_train_length=No
     the sentences up to it and those beyond it are also scored as one corpus each ("split"):
     runs trained on other lengths (a size-matched control) are split where the capped ones
     are, so that their buckets and splits compare. Buckets beyond `max_train_length` are
-    marked unseen."""
+    marked unseen.
+
+    With `relative` (increasing multiples of `max_train_length`, 1 among them: the report's
+    relative buckets), the buckets end at those multiples instead (relative_edges; the split at
+    max_train_length), each labelled by its multiples too ("multiples")."""
     lengths = [len(line.split()) for line in src_lines]
     if len(hyp_lines) != len(src_lines):
         raise ValueError(f"{len(hyp_lines)} translations for {len(src_lines)} source lines")
+    if relative is not None and (max_train_length is None or split_at is not None or 1 not in relative):
+        raise ValueError("relative buckets need the longest training source, 1 among their multiples and no other "
+                         f"split (got max_train_length {max_train_length}, split_at {split_at}, multiples {relative})")
     split_at = split_at or max_train_length
-    edges = bucket_edges(lengths, width, split_at)
-    members = [[i for i, n in enumerate(lengths) if first <= n <= last] for first, last in edges]
+    edges = (relative_edges(lengths, relative, max_train_length) if relative is not None else
+             [(first, last, None) for first, last in bucket_edges(lengths, width, split_at)])
+    members = [[i for i, n in enumerate(lengths) if first <= n <= last] for first, last, _ in edges]
     kept = [k for k, m in enumerate(members) if m]
     groups = [members[k] for k in kept]
     buckets = [f"{edges[k][0]}-{edges[k][1]}" for k in kept]
     result = {"buckets": buckets, "counts": [len(group) for group in groups], "max_train_length": max_train_length,
               "unseen": unseen(buckets, max_train_length),
+              **({"multiples": [edges[k][2] for k in kept]} if relative is not None else {}),
               **group_scores(groups, hyp_lines, ref_lines, nlls)}
     if nlls is not None:
         result["nll_all"] = mean_token_nll(nlls)
@@ -105,7 +132,7 @@ def compare(per_model, baseline=None):
     for label, result in per_model.items():
         if result["buckets"] != first["buckets"]:
             raise ValueError(f"{label} was bucketed on other source sentences than {next(iter(per_model))}")
-    merged = {key: first[key] for key in ("buckets", "counts", "max_train_length")}
+    merged = {key: first[key] for key in ("buckets", "counts", "max_train_length", "multiples") if key in first}
     merged["unseen"] = unseen(first["buckets"], first["max_train_length"])
     # each score every model has (records made before issue 59 hold BLEU and the length ratio only)
     for key in PER_BUCKET_SCORES:
@@ -121,6 +148,14 @@ def compare(per_model, baseline=None):
 
 def max_length(path):
     return max(len(line.split()) for line in read_texts([path])[0])
+
+
+def bucket_names(result):
+    """Each bucket as the tables and plots name it: its lengths, and its multiples of the longest
+    training source where the buckets are relative ('1-1.5x: 46-67')."""
+    if "multiples" not in result:
+        return list(result["buckets"])
+    return [f"{multiple}: {bucket}" for multiple, bucket in zip(result["multiples"], result["buckets"])]
 
 
 def plot(result, path, title):
@@ -142,7 +177,7 @@ def plot(result, path, title):
             ax.bar(offsets, values, width=bar_width, label=label, color=colors[label])
         if key != "bleu":  # the line of no gain, of the reference's length
             ax.axhline(0 if key == "gain" else 1, color="black", linewidth=0.8)
-        ax.set_xticks(list(x), [f"{b}\n(n={c})" for b, c in zip(result["buckets"], result["counts"])], fontsize=8)
+        ax.set_xticks(list(x), [f"{b}\n(n={c})" for b, c in zip(bucket_names(result), result["counts"])], fontsize=8)
         ax.set_xlabel("source length (tokens); shaded: longer than any training example")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
@@ -154,9 +189,11 @@ def plot_seeds(per_method, path, title):
     """BLEU and the hypothesis/reference length against source length: one line per method
     (the mean over its seeds, `per_method`: {label: [bucket_scores of each seed]}, all on the
     same buckets) in the band from its lowest to its highest seed; the longest training
-    source marked."""
+    source marked. Relative buckets: against the length in multiples of it."""
     first = next(iter(per_method.values()))[0]
-    mids = [sum(int(end) for end in bucket.split("-")) / 2 for bucket in first["buckets"]]
+    relative = "multiples" in first
+    unit = first["max_train_length"] if relative else 1
+    mids = [sum(int(end) for end in bucket.split("-")) / 2 / unit for bucket in first["buckets"]]
     fig, axes = plots.plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
     for ax, (key, ylabel) in zip(axes[0], (("bleu", "BLEU"), ("length_ratio", "hypothesis / reference length"))):
         for i, (label, seeds) in enumerate(per_method.items()):
@@ -169,11 +206,12 @@ def plot_seeds(per_method, path, title):
             if len(seeds) > 1:
                 ax.fill_between(mids, [min(c) for c in columns], [max(c) for c in columns], color=f"C{i}", alpha=0.2)
         if first["max_train_length"] is not None:
-            ax.axvline(first["max_train_length"] + 0.5, color="black", linestyle="--", linewidth=0.8,
-                       label=f"longest training source ({first['max_train_length']})")
+            ax.axvline(1 if relative else first["max_train_length"] + 0.5, color="black", linestyle="--",
+                       linewidth=0.8, label=f"longest training source ({first['max_train_length']})")
         if key == "length_ratio":
             ax.axhline(1, color="0.5", linewidth=0.8)
-        ax.set_xlabel("source length (tokens, bucket middle)")
+        ax.set_xlabel("source length / longest training source (bucket middle)" if relative else
+                      "source length (tokens, bucket middle)")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)

@@ -33,13 +33,20 @@ def check_model(path):
         raise AnalysisError(str(error)) from None
 
 
-def load_model(path):
-    """A checkpoint loaded exactly as onmt_translate loads it."""
+def load_model(path, translate_options=None):
+    """A checkpoint loaded exactly as onmt_translate loads it; with `translate_options` (onmt_translate's,
+    a mapping), those of them that change the model (a self-attention variant's `translate_options`:
+    rotary rescaling) applied as onmt_translate applies them (the others, such as the GPU, say how to
+    search, which the analyses do not)."""
     from onmt.bin.translate import _get_parser
     from onmt.model_builder import load_test_model
 
+    from onmt_posenc.model.attention import model_translate_options
+
     check_model(path)
-    opt = _get_parser().parse_args(["-model", str(path), "-src", str(path)])
+    taken = {key: value for key, value in (translate_options or {}).items() if key in model_translate_options()}
+    opt = _get_parser().parse_args(["-model", str(path), "-src", str(path),
+                                    *(arg for key, value in taken.items() for arg in (f"-{key}", str(value)))])
     vocabs, model, model_opt = load_test_model(opt, model_path=str(path))
     return LoadedModel(model, vocabs, model_opt)
 

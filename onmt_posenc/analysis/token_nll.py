@@ -23,10 +23,15 @@ END_OF_SENTENCE = "</s>"
 
 
 def token_nlls(loaded, src_lines, tgt_lines, max_tokens=4096):
-    """Per sentence, the NLL of each gold token and of the end of sentence."""
+    """Per sentence, the NLL of each gold token and of the end of sentence. A model loaded with
+    rotary rescaling (models.load_model's translate options) is rescaled for each batch by its
+    longest source, as onmt_translate rescales each of its batches."""
+    from onmt_posenc.model.attention import rotary
+
     nlls = [None] * len(src_lines)
     with torch.no_grad():
         for batch in models.batches(loaded.vocabs, src_lines, tgt_lines, max_tokens=max_tokens):
+            rotary.scale_for_input(loaded.model, int(batch["srclen"].max()))
             _, _, gold_log_probs = models.teacher_forced(loaded.model, batch)
             for row, i in enumerate(batch["index"]):
                 nlls[i] = (-gold_log_probs[row, : len(tgt_lines[i]) + 1]).tolist()

@@ -261,6 +261,30 @@ def test_length_buckets_score_each_bucket_and_pool_its_token_nlls():
     assert control["split"]["beyond"]["count"] == 2
 
 
+def test_relative_length_buckets_end_at_multiples_of_the_longest_training_source(tmp_path):
+    """relative [1, 1.5, 2] of a longest training source of 10: buckets 1-10, 11-15, 16-20 and one
+    beyond 2x up to the longest source (27), named by their multiples; split at 10 (1x), the
+    buckets past it unseen; a multiple within the same token as the previous one makes no bucket."""
+    src = ["a " * n for n in (4, 10, 11, 15, 16, 20, 21, 27)]
+    refs = ["x y z w"] * 8
+    hyps = refs[:4] + ["x y"] * 4  # stops early past 1.5x
+    result = length_buckets.bucket_scores(src, refs, hyps, max_train_length=10, nlls=[[1.0]] * 4 + [[3.0]] * 4,
+                                          relative=[1, 1.5, 2])
+    assert result["buckets"] == ["1-10", "11-15", "16-20", "21-27"]
+    assert result["multiples"] == ["0-1x", "1-1.5x", "1.5-2x", ">2x"]
+    assert result["counts"] == [2, 2, 2, 2] and result["unseen"] == [False, True, True, True]
+    assert result["length_ratio"] == [1, 1, 0.5, 0.5] and result["nll"] == [1.0, 1.0, 3.0, 3.0]
+    assert result["split"]["at"] == 10 and result["split"]["beyond"]["count"] == 6
+    assert length_buckets.relative_edges([30], [1, 1.05, 2], 10) == [(1, 10, "0-1x"), (11, 20, "1-2x"),
+                                                                     (21, 30, ">2x")]
+    assert length_buckets.bucket_names(result)[1] == "1-1.5x: 11-15"
+    with pytest.raises(ValueError, match="1 among their multiples"):
+        length_buckets.bucket_scores(src, refs, hyps, max_train_length=10, relative=[1.5, 2])
+    # the plot against multiples of the longest training source, 1x marked, from one seed
+    path = length_buckets.plot_seeds({"ape": [result]}, tmp_path / "relative.png", "relative")
+    assert open(path, "rb").read(8) == PNG_MAGIC
+
+
 def test_length_plot_over_seeds_draws_a_band_per_method(tmp_path):
     src = ["a " * n for n in (3, 12, 25, 25)]
     refs = ["x y z w"] * 4

@@ -212,7 +212,7 @@ def good_result(experiment, run):
             "train_seconds": 60.0, "seconds": 70.0, "config": json.loads(json.dumps(config)),
             "analyses": {"shift_invariance": "analyses/shift_invariance.json",
                          "position_ablation": "analyses/position_ablation.json"},
-            "analysis_errors": {}, "evaluation": evaluation_of(experiment, setting)}
+            "analysis_errors": {}, "evaluation": evaluation_of(experiment, run)}
 
 
 GOOD_ANALYSES = {

@@ -144,3 +144,32 @@ def test_a_run_that_did_not_converge_is_left_out_and_listed_and_its_next_seed_co
     assert ("Left out of every mean and comparison of this section, as they did not converge (each is replaced by "
             "its method's next seed): extrapolate/ape/seed2 (valid ppl 40.48 -> 40.02 (-1.2%)).") in written
     assert "| ape (3) |" in written and "| rpe (3 vs 3) |" in written
+
+
+def test_a_rotary_scaling_variant_is_a_method_of_its_own_against_ape(tmp_path):
+    """Each rotary run's NTK-aware variant (its record's `variants`, as the runner stores it):
+    its own row of means and of differences from APE, and its own verdict; the run's own scores
+    stay the method's."""
+    experiment = loaded(tmp_path)
+    runs = [run for run in experiment.runs if run.data == "extrapolate" and run.method in ("ape", "rotary")
+            and run.seed <= 3]
+    records = [record(run) for run in runs]
+    for each in records:
+        if each["method"] == "rotary":  # made up: the rescaled rotation 2 BLEU above rotary's own beyond the cap
+            buckets = {**each["analysis_results"]["length_buckets"]["test"]}
+            buckets["bleu"] = buckets["bleu"][:3] + [value + 2 for value in buckets["bleu"][3:]]
+            each["variants"] = {"ntk": {"translate": {"rotary_scaling": "ntk"}, "bleu": each["bleu"],
+                                        "chrf": {}, "length_ratio": {}, "translations": {},
+                                        "analyses": {"length_buckets": "variants/ntk/analyses/length_buckets.json"},
+                                        "analysis_results": {"length_buckets": {"test": buckets}}}}
+    lines = report.write(experiment, records).read_text(encoding="utf-8").splitlines()
+    section = lines[lines.index("## Length extrapolation"):]
+    means = {line.split(" | ")[0]: line.split(" | ") for line in section if line.startswith("| rotary")}
+    # the grid's two rotary seeds (multi30k_extrapolate.yaml), each with its variant
+    assert list(means) == ["| rotary (2)", "| rotary+ntk (2)", "| rotary (2 vs 3)", "| rotary+ntk (2 vs 3)"]
+    rotary = statistics.mean(unseen_bleu(r) for r in runs if r.method == "rotary")
+    assert means["| rotary (2)"][2].startswith(f"{rotary:.2f} ± ")  # unseen BLEU: the run's own
+    assert means["| rotary+ntk (2)"][2].startswith(f"{rotary + 2:.2f} ± ")
+    ape = statistics.mean(unseen_bleu(r) for r in runs if r.method == "ape")
+    assert means["| rotary+ntk (2 vs 3)"][2].startswith(f"{rotary + 2 - ape:+.2f} ± ")
+    assert any(line.startswith("- rotary+ntk, against ape: ") for line in section)

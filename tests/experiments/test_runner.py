@@ -484,11 +484,12 @@ def test_a_set_added_to_the_evaluation_is_translated_for_the_finished_runs(tmp_p
         return experiments.load(experiment_file(tmp_path / folder, evaluation={"sets": sets}))
 
     narrow, wide = loaded("narrow", ["test"]), loaded("wide", ["valid", "test"])
-    record = {"bleu": {"test": 20.0}, "evaluation": state.evaluation_of(narrow, narrow.data["small"])}
-    assert not state.evaluated_otherwise(record, narrow, narrow.data["small"])
-    assert state.evaluated_otherwise(record, wide, wide.data["small"])
+    small = next(r for r in narrow.runs if r.data == "small")
+    record = {"bleu": {"test": 20.0}, "evaluation": state.evaluation_of(narrow, small)}
+    assert not state.evaluated_otherwise(record, narrow, small)
+    assert state.evaluated_otherwise(record, wide, small)
     both = {**record, "bleu": {"valid": 21.0, "test": 20.0}}
-    assert not state.evaluated_otherwise(both, narrow, narrow.data["small"])
+    assert not state.evaluated_otherwise(both, narrow, small)
 
 
 def test_a_warm_started_run_starts_from_its_sources_model_and_resumes_as_any_run(demo, tmp_path):

@@ -11,7 +11,8 @@ from onmt_posenc.experiments.file.data_settings import data_setting
 from onmt_posenc.experiments.file.grid import expand_grids, unused_runs
 from onmt_posenc.experiments.file.owned_keys import reject_early_stopping, reject_overridden_keys, reject_runner_keys
 from onmt_posenc.experiments.file.reading import read_experiment_file, read_recipe
-from onmt_posenc.experiments.file.spec import FOLDER_FILES, RUNNER_TRANSLATE_KEYS, Experiment, fail, warm_start_source
+from onmt_posenc.experiments.file.spec import (FOLDER_FILES, RUNNER_TRANSLATE_KEYS, VARIANT_JOINT, Experiment, Variant,
+                                               fail, takes_translate_options, warm_start_source)
 from onmt_posenc.experiments.file.validation import key_place, validated
 
 
@@ -25,6 +26,46 @@ def _analyses(keys, eval_names):
         if "sets" in options and options["sets"] is None:
             options["sets"] = list(eval_names)
     return chosen
+
+
+def _variants(keys, methods, runs, locate):
+    """{name: Variant} of evaluation.variants: each applies to the methods it names, each of whose
+    runs' models must take its translate options (spec.takes_translate_options), else to every
+    method whose runs' models do; one that applies to none is an error, and so is a translate key
+    the runner sets."""
+    variants = {}
+    for name, keys_of in keys.items():
+        where = f"evaluation.variants.{name}"
+        translate = dict(keys_of.translate)
+        owned = sorted(set(translate) & set(RUNNER_TRANSLATE_KEYS))
+        if owned:
+            fail(locate(f"{where}.translate", owned[0]),
+                 f"{where}.translate sets {owned}, which the runner sets for every translation")
+        clashing = [label for label in methods if VARIANT_JOINT in label and label.rsplit(VARIANT_JOINT, 1)[1] == name]
+        if clashing:
+            fail(locate(where, "methods"), f"{where}: the method {clashing[0]!r} has the name the report gives "
+                                           f"a variant's runs ({clashing[0]}); rename one")
+
+        def takes(label):
+            return all(takes_translate_options(run.config, translate) for run in runs if run.method == label)
+
+        if keys_of.methods is None:
+            chosen = tuple(label for label in methods if takes(label))
+            if not chosen:
+                fail(locate(where, "translate"), f"{where}: no method's models take {sorted(translate)}")
+        else:
+            unknown = [label for label in keys_of.methods if label not in methods]
+            if unknown:
+                fail(locate(where, "methods"), f"{where}.methods names {unknown}, which are not under methods: "
+                                               f"{sorted(methods)}")
+            refused = [label for label in keys_of.methods if not takes(label)]
+            if refused:
+                fail(locate(where, "methods"), f"{where}.methods: the models of {refused} cannot take "
+                                               f"{sorted(translate)} (onmt_translate refuses it for their position "
+                                               "method)")
+            chosen = tuple(keys_of.methods)
+        variants[name] = Variant(methods=chosen, translate=translate)
+    return variants
 
 
 def add_arguments(parser, reporting=False):
@@ -121,6 +162,7 @@ def load(path, overrides=(), output=None, data_folder=None):
     if owned:
         fail(locate("evaluation.translate", sorted(owned)[0]),
              f"evaluation.translate sets {sorted(owned)}, which the runner sets for every translation")
+    variants = _variants(keys.evaluation.variants, methods, runs + unused, locate)
     return Experiment(
         path=path,
         name=name,
@@ -135,4 +177,5 @@ def load(path, overrides=(), output=None, data_folder=None):
         analyses=analyses,
         unused=unused,
         locate=locate,
+        variants=variants,
     )

@@ -76,12 +76,16 @@ def check_options(experiment):
                                f"but sets {key} to {shown(run.config.get(key, defaults[key]))}, the source "
                                f"{shown(source.config.get(key, defaults[key]))}; model options must be the same in both")
 
-    problem = translate_options_problem(experiment.translate)
-    if problem is not None:
-        key, what = problem
-        if key is None:
-            fail(experiment.path, f"evaluation.translate: {what}")
-        experiment.fail_at("evaluation.translate", key, what)
+    # each variant's keys over evaluation.translate's, once those are known to be right
+    for source, translate in [("evaluation.translate", experiment.translate),
+                              *((f"evaluation.variants.{name}.translate", {**experiment.translate, **variant.translate})
+                                for name, variant in experiment.variants.items())]:
+        problem = translate_options_problem(translate)
+        if problem is not None:
+            key, what = problem
+            if key is None:
+                fail(experiment.path, f"{source}: {what}")
+            experiment.fail_at(source, key, what)
 
 
 def _not_japanese(setting):

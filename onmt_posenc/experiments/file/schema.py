@@ -227,14 +227,43 @@ Grid = Annotated[list[GridKeys], BeforeValidator(_grid_lines, json_schema_input_
                  Field(min_length=1)]
 
 
+class VariantKeys(Keys):
+    """An evaluation variant: the runs of `methods` also translated with `translate` over the
+    evaluation's options (loading._variants checks both)."""
+    methods: Optional[Names] = Field(None, description="the methods whose runs it applies to (default: every method "
+                                                       "whose models take its translate options)")
+    translate: TranslateOptions = {}
+
+
 class EvaluationKeys(Keys):
     sets: Optional[Names] = Field(None, description="the BLEU table's columns (default: every shared eval set)")
     average_last: Optional[Count] = Field(None, description="checkpoints averaged (default: every saved one)")
     translate: TranslateOptions = {}
+    variants: _labelled(VariantKeys) = Field(
+        {}, description="name -> onmt_translate keys over translate: each evaluated set of the runs it applies to is "
+                        "also translated so, and scored as <method>+<name>")
 
 
 class AnalysisKeys(Keys):
     what: ClassVar[str] = "options"
+    # options added after runs recorded their analyses' options (state.evaluation_of): left out of
+    # `chosen` while unset, so that a run made before them is not evaluated again for nothing
+    later: ClassVar[tuple] = ()
+
+    def chosen(self):
+        return {key: value for key, value in self.model_dump().items() if not (key in self.later and value is None)}
+
+
+def _multiples(value):
+    if (not isinstance(value, list) or not value or not all(isinstance(m, (int, float)) and not isinstance(m, bool)
+                                                            and m > 0 for m in value)
+            or any(b <= a for a, b in zip(value, value[1:])) or 1 not in value):
+        _refuse("multiples", "must be a list of increasing numbers > 0, 1 among them (multiples of the longest "
+                             "training source, where a bucket must end), got {value}", value)
+    return value
+
+
+Multiples = Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1), BeforeValidator(_multiples)]
 
 
 class LengthBucketsKeys(AnalysisKeys):
@@ -243,6 +272,19 @@ class LengthBucketsKeys(AnalysisKeys):
     split_at: Optional[Count] = Field(None, description="a bucket ends here, and the sentences up to it and beyond "
                                                         "it are scored apart (default: each run's longest training "
                                                         "source)")
+    relative: Optional[Multiples] = Field(None, description="buckets ending at these multiples of each run's "
+                                                            "longest training source, instead of width's (and one "
+                                                            "beyond the last, if any source is longer)")
+    later: ClassVar[tuple] = ("relative",)
+
+    @model_validator(mode="after")
+    def _relative_or_width(self):
+        given = sorted({"width", "split_at"} & self.model_fields_set)
+        if self.relative is not None and given:
+            raise PydanticCustomError("relative", "relative buckets end at multiples of each run's longest training "
+                                                  "source, and the split lies at 1x; leave out {given}",
+                                      {"given": ", ".join(given), "key": given[0]})
+        return self
 
 
 class ShiftInvarianceKeys(AnalysisKeys):
@@ -290,7 +332,7 @@ class AnalysesKeys(Keys):
 
     def chosen(self):
         """{name: options} of the analyses the file names (`name:` alone: its defaults)."""
-        return {name: getattr(self, name).model_dump() for name in self._order}
+        return {name: getattr(self, name).chosen() for name in self._order}
 
 
 def analysis_keys(name):

@@ -191,6 +191,18 @@ class Run:
         return f"{self.data}/{self.label}/seed{self.seed}"
 
 
+@dataclass(frozen=True)
+class Variant:
+    """An evaluation variant (evaluation.variants): the runs of `methods` also translated with
+    `translate` over the evaluation's onmt_translate options, scored as <label>+<name>."""
+    methods: tuple  # labels under methods
+    translate: dict  # onmt_translate keys over evaluation.translate
+
+
+# What joins a run's label and a variant's name where the report shows the variant: rotary+ntk
+VARIANT_JOINT = "+"
+
+
 @dataclass
 class Experiment:
     path: Path
@@ -209,6 +221,7 @@ class Experiment:
     # (a run's config layer as Run.sources names it, a key) -> 'FILE:LINE' of the key
     # (validation.key_place); None: the file alone
     locate: object = None
+    variants: dict = field(default_factory=dict)  # name -> Variant (evaluation.variants)
 
     def fail_at(self, source, key, message):
         """An ExperimentError about `key` of a run's config layer `source` (Run.sources), at the
@@ -223,6 +236,10 @@ class Experiment:
                  *([self.analyses["swapped"]["set"]] if "swapped" in self.analyses else [])]
         return list(dict.fromkeys([*self.eval_sets, *named]))
 
+    def variants_of(self, run):
+        """{name: Variant} of the evaluation variants that apply to `run` (its method's)."""
+        return {name: variant for name, variant in self.variants.items() if run.method in variant.methods}
+
     def warm_start_source(self, run):
         """The run `run` starts from (its data setting's warm_start), or None."""
         return warm_start_source(self.data, self.runs[:self.runs.index(run)], run, self.path)
@@ -235,10 +252,14 @@ def fail(path, message):
 def source_loc(source):
     """The keys from the top of the experiment file to a run's config layer, as Run.sources names
     it ('settings', 'methods.LABEL', 'data.LABEL.settings', 'grid.K', 'grid[1].seed'), or
-    'evaluation.translate'; None for one that the file does not hold (the recipe)."""
+    'evaluation.translate', 'evaluation.variants.NAME(.translate)'; None for one that the file does not
+    hold (the recipe)."""
     if source in ("settings", "evaluation.translate"):
         return source.split(".")
-    for pattern, loc in ((r"methods\.(.+)", lambda m: ["methods", m[1]]),
+    for pattern, loc in ((r"evaluation\.variants\.(.+)\.translate", lambda m: ["evaluation", "variants", m[1],
+                                                                              "translate"]),
+                         (r"evaluation\.variants\.(.+)", lambda m: ["evaluation", "variants", m[1]]),
+                         (r"methods\.(.+)", lambda m: ["methods", m[1]]),
                          (r"data\.(.+)\.settings", lambda m: ["data", m[1], "settings"]),
                          (r"grid\[(\d+)\]\.(\w+)", lambda m: ["grid", int(m[1]), m[2]]),
                          (r"grid\.(\w+)", lambda m: ["grid", m[1]])):
@@ -260,6 +281,19 @@ def position_schemes(config):
     from onmt_posenc.model.positions import POSITION_ENCODINGS, side_schemes
 
     return tuple(POSITION_ENCODINGS.get(name) for name in side_schemes(config.get))
+
+
+def takes_translate_options(config, options):
+    """Can the model of a run's config take the onmt_translate `options`? An option that a
+    self-attention variant declares as its own (its `translate_options`: rotary's rescaling)
+    only where the config chooses that variant."""
+    from onmt_posenc.model.attention import ATTENTIONS, attention_scheme
+
+    scheme = attention_scheme(config.get("relative_positions_buckets"), config.get("max_relative_positions"),
+                              config.get("relative_attention"))
+    return all(scheme in owners or not owners
+               for owners in ([name for name, variant in ATTENTIONS.items() if option in variant.translate_options]
+                              for option in options))
 
 
 def needs_target_phrases(config):

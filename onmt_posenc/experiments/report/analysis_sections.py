@@ -4,7 +4,7 @@ ablation. Each section is a function of the report (document.Report) that adds i
 lines; methods are compared on each one's run with the lowest seed."""
 from onmt_posenc.analysis import length_buckets, position_ablation, shift_invariance, token_nll
 from onmt_posenc.analysis.swapped import WRONG_SEPARATORS_AT_MOST
-from onmt_posenc.experiments.running.records import read_analysis
+from onmt_posenc.experiments.running.records import read_analysis, with_variants
 from onmt_posenc.experiments.report.runs import baseline_label, first_seed_runs, per_run
 
 
@@ -19,7 +19,9 @@ def not_held_section(report, not_held):
 
 
 def length_section(report, options):
-    chosen_by_data = {data: {label: r for label, r in first_seed_runs(report.records, data).items()
+    """Each method's (and each evaluation variant's: rotary+ntk) lowest seed by source length."""
+    records = with_variants(report.records)
+    chosen_by_data = {data: {label: r for label, r in first_seed_runs(records, data).items()
                              if "length_buckets" in r.get("analyses", {})} for data in report.data_settings()}
     if not any(chosen_by_data.values()):
         return
@@ -43,14 +45,16 @@ def length_section(report, options):
                                        f"{data} / {name}: by source length (longest training source: {longest})")
             report.add(f"### {data} / {name}", "")
             report.image(path, f"BLEU by source length, {data} {name}")
-            seeds = seeds_by_label(report.records, data, name)
-            if any(len(results) > 1 for results in seeds.values()):  # with one seed each the figure above says it
+            seeds = seeds_by_label(records, data, name)
+            # with one seed each the figure above says it, but against the length relative to the training maximum
+            if any(len(results) > 1 for results in seeds.values()) or "multiples" in result:
                 report.image(length_buckets.plot_seeds(seeds, report.plots / f"length_seeds_{data}_{name}.png",
                                                        f"{data} / {name}: mean of the seeds, lowest to highest "
                                                        "shaded"), f"BLEU and length by source length over seeds, "
                                                                   f"{data} {name}")
             # one row per method, one column per bucket: narrow however many methods
-            buckets = [b + (" *" if unseen else "") for b, unseen in zip(result["buckets"], result["unseen"])]
+            buckets = [b + (" *" if unseen else "") for b, unseen in zip(length_buckets.bucket_names(result),
+                                                                          result["unseen"])]
             tables = [("BLEU", result["bleu"], "{:.1f}"),
                       (f"BLEU gain over {base}", result.get("gain", {}), "{:+.1f}"),
                       *((length_buckets.PER_BUCKET_SCORES[key], result.get(key, {}), form)

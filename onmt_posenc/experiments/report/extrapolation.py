@@ -24,7 +24,7 @@ from onmt_posenc.experiments.claims.batch import (CONFIDENCE, UNSEEN_BLEU, Batch
                                                   buckets_between, failed_to_learn, longest_training_example,
                                                   mean_cell, not_converged, seed_difference, STATISTICS_WORDS,
                                                   test_set_component, degrees_in_words, verdict_words)
-from onmt_posenc.experiments.running.records import read_analysis
+from onmt_posenc.experiments.running.records import read_analysis, with_variants
 
 JOINED_PREFIX = "-join"
 
@@ -115,9 +115,9 @@ class SplitRuns:
     def __init__(self, report, data, failed, batch):
         self.data, self.by_label, self.split_set, self.at = data, {}, None, None
         self.batch, self.left_out = batch, []  # the section's test-set statistics; "id (why)" unconverged
-        for record in report.records:
-            if (record["data"] != data or record["status"] != "finished" or record["id"] in failed
-                    or "length_buckets" not in record.get("analyses", {})):
+        for record in with_variants(report.records):  # a run's variants each a label of its own (rotary+ntk)
+            if (record["data"] != data or record["status"] != "finished" or record.get("variant_of", record["id"])
+                    in failed or "length_buckets" not in record.get("analyses", {})):
                 continue
             if not_converged([record]):
                 self.left_out += not_converged([record])

@@ -10,7 +10,7 @@ from pathlib import Path
 from onmt_posenc.experiments.running import curves
 from onmt_posenc.experiments.running.records import ANALYSIS_FORMS, analysis_problem, copy_translations, record_problem
 from onmt_posenc.experiments.report.experiment import STORED_KEYS, from_json, to_json
-from onmt_posenc.experiments.file.spec import ExperimentError
+from onmt_posenc.experiments.file.spec import VARIANT_JOINT, ExperimentError
 from onmt_posenc.experiments.running.store import read_json, write_json, write_text_atomically
 
 
@@ -28,7 +28,8 @@ def write_results(experiment, records, batch):
     stored = [{**{key: value for key, value in r.items() if key != "translations_root"},
                **{key: {name: value for name, value in r[key].items() if name != KEPT_AS_COMPARISONS}
                   for key in ("analyses", "analysis_results") if key in r},
-               **({"translations": copy_translations(r, out)} if r.get("translations") else {})} for r in records]
+               **({"translations": copy_translations(r, out)} if r.get("translations") else {}),
+               **({"variants": _variants_copied(r, out)} if r.get("variants") else {})} for r in records]
     write_json(out / "results.json", {"experiment": experiment.path, "experiment_as_loaded": to_json(experiment),
                                       "runs": stored, "across_runs": batch})
     sets = list(dict.fromkeys(name for r in records for name in r.get("bleu", {})))
@@ -48,6 +49,15 @@ def write_results(experiment, records, batch):
                            f"{ratio:.3f}" if ratio is not None else "", r.get("train_seconds", ""),
                            r.get("log", "")])
     write_text_atomically(out / "results.csv", table.getvalue())
+
+
+def _variants_copied(record, folder):
+    """A record's evaluation variants with their translations copied into the results `folder`
+    (as the run's own: records.copy_translations, named by the variant's record's id)."""
+    return {name: {**variant, **({"translations": copy_translations(
+                {"id": f"{record['id']}{VARIANT_JOINT}{name}", "translations": variant["translations"],
+                 "translations_root": record["translations_root"]}, folder)} if variant.get("translations") else {})}
+            for name, variant in record["variants"].items()}
 
 
 def read_results(path, output):
@@ -96,7 +106,9 @@ def _problem(record):
     if record.get("status") in ("missing", "stale"):
         return None
     problem = record_problem(record)
-    for name, result in record.get("analysis_results", {}).items():
-        problem = problem or (f"analysis_results: unknown analysis {name!r}" if name not in ANALYSIS_FORMS
-                              else analysis_problem(name, result))
+    held = [("", record), *((f"variants.{name}.", variant) for name, variant in (record.get("variants") or {}).items())]
+    for where, holder in held:
+        for name, result in holder.get("analysis_results", {}).items():
+            problem = problem or (f"{where}analysis_results: unknown analysis {name!r}" if name not in ANALYSIS_FORMS
+                                  else analysis_problem(name, result))
     return problem

@@ -4,52 +4,64 @@ import traceback
 from pathlib import Path
 
 from onmt_posenc.core.text import read_lines
+from onmt_posenc.experiments.file.spec import VARIANT_JOINT
+from onmt_posenc.experiments.running.records import VARIANTS
 from onmt_posenc.experiments.running.store import AVERAGED, write_json
 
 # In the order they run
 PER_RUN_ANALYSES = ("length_buckets", "shift_invariance", "position_ablation", "token_nll", "swapped")
+# Those of an evaluation variant's translations (its scores by source length)
+VARIANT_ANALYSES = ("length_buckets",)
 
 
 class RunAnalyses:
     """The per-run analyses the experiment asks for, of the run in `run_dir`; `translate`
-    translates a file with the run's model (for the swapped evaluation)."""
+    translates a file with the run's model (for the swapped evaluation). With `variant` (an
+    evaluation variant's name), of its translations, in its folder (variants/<name>/), the model
+    loaded with those of its `translate_options` that change the model (rotary rescaling)."""
 
-    def __init__(self, experiment, run, files, run_dir, progress, translate, longest_source):
+    def __init__(self, experiment, run, files, run_dir, progress, translate, longest_source, variant=None,
+                 translate_options=None):
         self.experiment, self.run, self.files = experiment, run, files
         self.dir, self.progress, self.translate = Path(run_dir), progress, translate
         self.logs = self.dir / "logs"
         self.longest_source = longest_source
+        self.variant, self.translate_options = variant, translate_options
+        # where its results go, relative to the run's folder
+        self.folder = "analyses" if variant is None else f"{VARIANTS}/{variant}/analyses"
         self._model = None
         self._gold_nlls = {}
 
-    def run_all(self, hyps):
-        """Every analysis asked for; one that fails is recorded with its log, and the run still counts.
-        Returns ({name: its file, relative to the run's folder}, {name: its error})."""
+    def run_all(self, hyps, names=PER_RUN_ANALYSES):
+        """Every analysis of `names` asked for; one that fails is recorded with its log, and the run still
+        counts. Returns ({name: its file, relative to the run's folder}, {name: its error})."""
         done, errors = {}, {}
-        (self.dir / "analyses").mkdir(exist_ok=True)
-        for name in PER_RUN_ANALYSES:
+        (self.dir / self.folder).mkdir(parents=True, exist_ok=True)
+        suffix = "" if self.variant is None else VARIANT_JOINT + self.variant
+        for name in names:
             if name not in self.experiment.analyses:
                 continue
             options = self.experiment.analyses[name]  # its sets exist: loading.load checked them
-            self.progress.say(f"analysis {name}")
+            self.progress.say(f"analysis {name}" + ("" if self.variant is None else f" ({self.variant})"))
             try:
                 result = getattr(self, name)(options, hyps)
             except Exception as error:  # an analysis that breaks must not cost the run's BLEU
-                log = self.logs / f"analysis_{name}.log"
+                log = self.logs / f"analysis_{name}{suffix}.log"
                 log.write_text(traceback.format_exc(), encoding="utf-8")
                 errors[name] = f"{type(error).__name__}: {error} (see {log})"
                 self.progress.say(f"analysis {name} failed: {errors[name]}")
                 continue
-            write_json(self.dir / "analyses" / f"{name}.json", result)
-            done[name] = f"analyses/{name}.json"
+            write_json(self.dir / self.folder / f"{name}.json", result)
+            done[name] = f"{self.folder}/{name}.json"
         return done, errors
 
     def model(self):
-        """The averaged model, loaded once for the analyses that run it in this process."""
+        """The averaged model, loaded once for the analyses that run it in this process (a
+        variant's: with its translate options that change the model)."""
         from onmt_posenc.analysis import models
 
         if self._model is None:
-            self._model = models.load_model(self.dir / AVERAGED)
+            self._model = models.load_model(self.dir / AVERAGED, self.translate_options)
         return self._model
 
     def gold_nlls(self, name):
@@ -72,7 +84,8 @@ class RunAnalyses:
             files = self.files["eval"][name]
             results[name] = length_buckets.bucket_scores(read_lines(files.src), read_lines(files.ref), hyps[name],
                                                          options["width"], self.longest_source,
-                                                         self.gold_nlls(name), options["split_at"])
+                                                         self.gold_nlls(name), options["split_at"],
+                                                         options.get("relative"))
         return results
 
     def shift_invariance(self, options, hyps):

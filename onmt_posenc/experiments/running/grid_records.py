@@ -20,7 +20,7 @@ def collect(experiment):
         directory = run_dir(experiment, run)
         setting = experiment.data[run.data]
         config = run_config(experiment, run, corpus_files(setting, data_dir(experiment, run.data)))
-        state = run_state(directory, config, experiment, setting)
+        state = run_state(directory, config, experiment, run)
         if state.kind == "missing":
             record = {"status": "missing", "error": state.why}
         elif state.kind == "unreadable":
@@ -34,7 +34,8 @@ def collect(experiment):
             if record.get("curve"):  # the rule of today's code, also for results stored under an older one
                 record["convergence"] = curves.convergence(record["curve"]["valid"])
             if record["status"] != "failed":
-                _read_analyses(record, directory)
+                for holder in (record, *(record.get("variants") or {}).values()):  # each variant's own too
+                    _read_analyses(holder, directory)
         record.update(run_fields(run))
         record["dir"] = str(directory)
         if record.get("translations"):  # where its translations' files are named from (records.read_translations)
@@ -47,9 +48,9 @@ def collect(experiment):
 
 
 def _read_analyses(record, directory):
-    """The analyses' results into the record (`analysis_results`, kept in results.json so that
-    the report can be rendered again without the run folders); an analysis file that cannot
-    be read or used leaves the tables, with a note in the Runs table."""
+    """The analyses' results into the record, or into one of its variants (`analysis_results`, kept
+    in results.json so that the report can be rendered again without the run folders); an analysis
+    file that cannot be read or used leaves the tables, with a note in the Runs table."""
     record["analysis_results"] = {}
     for name, path in list(record.get("analyses", {}).items()):
         result, unreadable = read_stored(directory / path, name)

@@ -8,12 +8,15 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+from onmt_posenc.experiments.file.spec import VARIANT_JOINT
 from onmt_posenc.experiments.running.store import FAILURE, INTERRUPTED, RESULT, file_digest, read_json
 
 # Where a run keeps its translations of each evaluated set, in its folder and in a committed
 # results folder: translations/<set>.json.gz in a run's folder; translations/<run id>/<set>.json.gz
 # and translations/references/<sha256>.txt.gz beside results.json
 TRANSLATIONS = "translations"
+# Where a run keeps each evaluation variant's translations, scores' files and analyses: variants/<name>/
+VARIANTS = "variants"
 
 
 class Maybe(NamedTuple):
@@ -50,11 +53,17 @@ RECORD = {  # result.json, failure.json or interrupted.json
     "warm_start": Maybe({"source": str, "from": str, "sha256": str}, null=True),
     "longest_training_source": Maybe(int), "longest_training_example": Maybe({"source": int, "target": int}),
     "translations": Maybe(Each(str)),  # {set: its translations' file, relative to translations_root}
+    # {name: an evaluation variant's translate options, scores, translations and analyses (their results
+    # too, once read: analysis_results)}
+    "variants": Maybe(Each({"translate": dict, "bleu": Each(NUMBER), "chrf": Each(NUMBER),
+                            "length_ratio": Each(NUMBER), "translations": Each(str), "analyses": Each(str),
+                            "analysis_errors": Maybe(Each(str)), "analysis_results": Maybe(dict)})),
 }
 FINISHED = {"bleu": Each(NUMBER), "bleu_signature": str, "config": dict}  # besides RECORD
 ANALYSIS_FORMS = {
     # brevity_penalty to nll: records made since issue 59 (nll: None where no sentence was scored)
     "length_buckets": Each({"buckets": [str], "counts": [int], "max_train_length": Maybe(int, null=True),
+                            "multiples": Maybe([str]),  # relative buckets
                             "bleu": [NUMBER], "length_ratio": [NUMBER], "brevity_penalty": Maybe([NUMBER]),
                             "precisions": Maybe([[NUMBER]]), "chrf": Maybe([NUMBER]),
                             "nll": Maybe([Maybe(NUMBER, null=True)]), "nll_all": Maybe(NUMBER, null=True),
@@ -141,8 +150,8 @@ def analysis_problem(name, stored):
                 return f"{where}.{missing[0]}: missing"
     if name == "length_buckets":
         for where, result in stored.items():
-            per_bucket = [key for key in ("counts", "bleu", "length_ratio", "brevity_penalty", "precisions", "chrf", "nll")
-                          if key in result]
+            per_bucket = [key for key in ("counts", "multiples", "bleu", "length_ratio", "brevity_penalty", "precisions",
+                                          "chrf", "nll") if key in result]
             if any(len(result[key]) != len(result["buckets"]) for key in per_bucket):
                 return f"{where}: {', '.join(per_bucket)} must have one value per bucket"
     if name == "shift_invariance":
@@ -169,6 +178,25 @@ def read_stored(path, analysis=None):
     if problem is not None:
         return None, f"{path} cannot be used ({problem})"
     return value, None
+
+
+def with_variants(records):
+    """The records, each finished one followed by one record per evaluation variant it holds, as a
+    run of its own: labelled <label>+<variant> (id likewise), with the variant's scores,
+    translations and analyses in place of the run's, the rest (seed, curves, convergence, longest
+    training example) the run's. The report's tables then set rotary+ntk beside the methods."""
+    expanded = []
+    for record in records:
+        expanded.append(record)
+        if record.get("status") != "finished":
+            continue
+        for name, variant in (record.get("variants") or {}).items():
+            expanded.append({**{key: value for key, value in record.items() if key != "variants"},
+                             "bleu_details": {}, "joined": {}, **variant,
+                             "id": f"{record['id']}{VARIANT_JOINT}{name}",
+                             "label": f"{record['label']}{VARIANT_JOINT}{name}", "variant": name,
+                             "variant_of": record["id"]})
+    return expanded
 
 
 def read_analysis(record, name):

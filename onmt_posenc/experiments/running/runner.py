@@ -12,6 +12,9 @@ would call them:
     BLEU of every evaluation set (sacreBLEU), then the per-run analyses
     translations/<set>.json.gz   each set's translations, source lengths and reference's SHA-256
                      (records.write_translations: what a resample of its sentences needs)
+    variants/<name>/ each evaluation variant that applies to the run (evaluation.variants): its
+                     translate.yaml, hyp/, translations/ and analyses/ (VARIANT_ANALYSES), its
+                     scores in the record's `variants`
     result.json      written last: the run is finished
 
 Every command's output goes to logs/<step>.log. A run that fails is reported
@@ -27,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from onmt_posenc.experiments.file.spec import ExperimentError, needs_target_phrases
+from onmt_posenc.experiments.file.spec import VARIANT_JOINT, ExperimentError, needs_target_phrases
 from onmt_posenc.experiments.running import curves
 from onmt_posenc.hooks import stock
 from onmt_posenc.model.checkpoints import is_complete
@@ -37,9 +40,9 @@ from onmt_posenc.experiments.running.data_preparation import (corpus_files, long
                                                               prepare_phrases)
 from onmt_posenc.experiments.running.opennmt_config import run_config
 from onmt_posenc.experiments.running.progress import DeviceWatch, Progress, machine, train_progress
-from onmt_posenc.experiments.running.records import (TRANSLATIONS, read_stored, where_its_log_is,
+from onmt_posenc.experiments.running.records import (TRANSLATIONS, VARIANTS, read_stored, where_its_log_is,
                                                       write_translations)
-from onmt_posenc.experiments.running.analyses import RunAnalyses
+from onmt_posenc.experiments.running.analyses import VARIANT_ANALYSES, RunAnalyses
 from onmt_posenc.experiments.running.checkpoints import keep_newest, resume_point
 from onmt_posenc.experiments.running.state import evaluation_of, interrupted_why, run_state, trained_on, training_data_of
 from onmt_posenc.experiments.running.store import (AVERAGED, FAILURE, INTERRUPTED, RESULT, TRAINING_DATA, WARM_START,
@@ -67,9 +70,47 @@ class RunExecutor:
     def stock(self, name, args, log_name, on_line=None, append=False):
         stock.run_logged(name, args, self.logs / f"{log_name}.log", on_line, append, self.keep_open)
 
-    def translate(self, src, output):
-        log = self.logs / f"translate_{Path(output).stem}.log"
-        return stock.translate(self.dir / AVERAGED, src, output, log, self.dir / "translate.yaml", self.keep_open)
+    def translate(self, src, output, variant=None):
+        """onmt_translate of `src` into `output` with the run's options, or with an evaluation
+        variant's (its folder's translate.yaml)."""
+        folder = self.dir if variant is None else self.dir / VARIANTS / variant
+        log = self.logs / f"translate_{Path(output).stem}{'' if variant is None else VARIANT_JOINT + variant}.log"
+        return stock.translate(self.dir / AVERAGED, src, output, log, folder / "translate.yaml", self.keep_open)
+
+    def evaluate(self, variant=None):
+        """Every translated set translated, scored and kept (write_translations), by the run's
+        options or an evaluation variant's, in the run's folder or the variant's: (scores, hyps)."""
+        folder = self.dir if variant is None else self.dir / VARIANTS / variant
+        (folder / "hyp").mkdir(parents=True, exist_ok=True)
+        scores, hyps = {}, {}
+        for name in self.experiment.translated_sets:
+            files = self.files["eval"][name]
+            self.progress.say(f"translate {name}" + ("" if variant is None else f" ({variant})"))
+            hyps[name] = read_lines(self.translate(files.src, folder / "hyp" / f"{name}.txt", variant))
+            scores[name] = self.score(hyps[name], read_lines(files.ref),
+                                      self.experiment.data[self.run.data].target_language)
+            write_translations(folder / TRANSLATIONS / f"{name}.json.gz", hyps[name], read_lines(files.src),
+                               files.ref)
+        self.progress.say("BLEU " + ("" if variant is None else f"({variant}) ")
+                          + ", ".join(f"{name} {score['bleu']:.2f}" for name, score in scores.items()))
+        return scores, hyps
+
+    def evaluate_variant(self, name, variant):
+        """An evaluation variant's record: the translated sets translated with its options over the
+        evaluation's, scored, kept, and analysed by VARIANT_ANALYSES, all in variants/<name>/.
+        Rotary rescaling takes the run's longest training source as L_train unless the variant
+        gives one: the length the report's buckets and split are relative to."""
+        folder = self.dir / VARIANTS / name
+        options = {**self.experiment.translate, **variant.translate}
+        if "rotary_scaling" in options:
+            options.setdefault("rotary_training_length", self.longest_source)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(folder / "translate.yaml", yaml.safe_dump(options, sort_keys=False))
+        scores, hyps = self.evaluate(name)
+        analyses, errors = RunAnalyses(self.experiment, self.run, self.files, self.dir, self.progress, self.translate,
+                                       self.longest_source, name, options).run_all(hyps, VARIANT_ANALYSES)
+        return {"translate": options, **scored(scores, f"{VARIANTS}/{name}/"), "analyses": analyses,
+                "analysis_errors": errors}
 
     def execute(self, config, resume_from=None):
         """The run from its start, or from the checkpoint `resume_from` on (OpenNMT-py's
@@ -125,36 +166,23 @@ class RunExecutor:
         averaged = saved[-(self.experiment.average_last or len(saved)):]
         self.progress.say(f"average {len(averaged)} checkpoint(s)")
         self.stock("onmt_average_models", ["-models", *averaged, "-output", self.dir / AVERAGED], "average")
-        (self.dir / "hyp").mkdir(exist_ok=True)
-        scores, hyps = {}, {}
-        for name in self.experiment.translated_sets:
-            files = self.files["eval"][name]
-            self.progress.say(f"translate {name}")
-            hyps[name] = read_lines(self.translate(files.src, self.dir / "hyp" / f"{name}.txt"))
-            scores[name] = self.score(hyps[name], read_lines(files.ref),
-                                      self.experiment.data[self.run.data].target_language)
-            write_translations(self.dir / TRANSLATIONS / f"{name}.json.gz", hyps[name], read_lines(files.src),
-                               files.ref)
-        self.progress.say("BLEU " + ", ".join(f"{name} {score['bleu']:.2f}" for name, score in scores.items()))
+        scores, hyps = self.evaluate()
         analyses, errors = RunAnalyses(self.experiment, self.run, self.files, self.dir, self.progress, self.translate,
                                        self.longest_source).run_all(hyps)
+        variants = {name: self.evaluate_variant(name, variant)
+                    for name, variant in self.experiment.variants_of(self.run).items()}
         curve = curves.read(self.logs / "train.log", config.get("valid_steps", curves.DEFAULT_VALID_STEPS))
         vocab_seconds, _ = read_stored(self.dir / VOCAB_SECONDS)
         evaluation_seconds = time.time() - evaluation_started
         return {
-            **run_fields(self.run), "status": "finished",
-            "bleu": {name: score["bleu"] for name, score in scores.items()},
-            "chrf": {name: score["chrf"] for name, score in scores.items()},
-            "bleu_details": {name: score["details"] for name, score in scores.items()},
-            "length_ratio": {name: score["length_ratio"] for name, score in scores.items()},
-            "joined": {name: score["joined"] for name, score in scores.items() if "joined" in score},
-            "translations": {name: f"{TRANSLATIONS}/{name}.json.gz" for name in scores},
+            **run_fields(self.run), "status": "finished", **scored(scores),
+            **({"variants": variants} if variants else {}),
             "bleu_signature": next(iter(scores.values()))["signature"],
             "chrf_signature": next(iter(scores.values()))["chrf_signature"],
             "training_speed": curves.training_speed(self.logs / "train.log"),
             "curve": curve, "convergence": curves.convergence(curve["valid"]),
             "resumed_from": checkpoint_step(resume_from) if resume_from else None,
-            "evaluation": evaluation_of(self.experiment, self.experiment.data[self.run.data]),
+            "evaluation": evaluation_of(self.experiment, self.run),
             # what it trained on: as it started (an attempt started before that was kept: as it ends)
             "training_data": trained_on(self.dir) or training_data_of(config),
             "machine": machine(),
@@ -187,7 +215,7 @@ class RunExecutor:
         setting = experiment.data[source.data]
         config = run_config(experiment, source, corpus_files(setting, data_dir(experiment, source.data)))
         # its model as trained with the file's settings (evaluated otherwise: the same model)
-        if run_state(run_dir(experiment, source), config, experiment, setting).kind not in ("finished",
+        if run_state(run_dir(experiment, source), config, experiment, source).kind not in ("finished",
                                                                                            "evaluated_otherwise"):
             raise RuntimeError(f"{where}: this run starts from the model of {source.id}, which has not finished with "
                                f"the file's settings yet: run it first (it comes earlier in the grid; with --shard, "
@@ -210,6 +238,17 @@ class RunExecutor:
         return score
 
 
+def scored(scores, folder=""):
+    """A record's scores of each set (RunExecutor.score's) and its translations' files, in the run's
+    folder or a variant's (`folder`, relative to the run's)."""
+    return {"bleu": {name: score["bleu"] for name, score in scores.items()},
+            "chrf": {name: score["chrf"] for name, score in scores.items()},
+            "bleu_details": {name: score["details"] for name, score in scores.items()},
+            "length_ratio": {name: score["length_ratio"] for name, score in scores.items()},
+            "joined": {name: score["joined"] for name, score in scores.items() if "joined" in score},
+            "translations": {name: f"{folder}{TRANSLATIONS}/{name}.json.gz" for name in scores}}
+
+
 def execute_run(experiment, run, files, progress, command, lock):
     """Run one grid point unless finished, going on from where an interrupted attempt
     stopped; returns its record (finished or failed). What is stored decides (state.run_state).
@@ -217,7 +256,7 @@ def execute_run(experiment, run, files, progress, command, lock):
     Stopped by a signal, it stores where it stopped and `command`, which goes on, and re-raises."""
     directory = run_dir(experiment, run)
     config = run_config(experiment, run, files)
-    state = run_state(directory, config, experiment, experiment.data[run.data])
+    state = run_state(directory, config, experiment, run)
     if state.kind == "finished":
         progress.say("finished before; skipped")
         return state.record

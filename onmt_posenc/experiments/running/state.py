@@ -127,12 +127,15 @@ def warm_source_changed(directory, config):
     return stored != file_digest(config["train_from"])
 
 
-def evaluation_of(experiment, setting):
+def evaluation_of(experiment, run):
     """What a run's scores and analyses depend on besides its model: the evaluation sets
     (each file's SHA-256, the lines taken and joined; a synthetic task's parameters), the
-    translate options (but the GPU), the checkpoints averaged and the analyses' options. Stored in
-    result.json; a finished run whose evaluation is not what the file makes now is
-    evaluated again from its checkpoints (runner), stale until then (report)."""
+    translate options (but the GPU), the checkpoints averaged, the analyses' options and the
+    evaluation variants that apply to it (their translate options; none: no key, as records made
+    before variants existed hold none). Stored in result.json; a finished run whose evaluation is
+    not what the file makes now is evaluated again from its checkpoints (runner), stale until then
+    (report)."""
+    setting = experiment.data[run.data]
     sets = {name: {"src": file_digest(pair.src), "tgt": file_digest(pair.tgt),
                    "ref": file_digest(pair.ref) if pair.ref else None,
                    "lines": pair.lines, "join": setting.interpolate or pair.join,
@@ -150,16 +153,21 @@ def evaluation_of(experiment, setting):
                   "analyses": experiment.analyses}
     if setting.target_language in LANGUAGE_TOKENIZERS:  # scored with another tokenizer than 13a
         evaluation["target_language"] = setting.target_language
+    variants = {name: variant.translate for name, variant in experiment.variants_of(run).items()}
+    if variants:
+        evaluation["variants"] = variants
     return json.loads(json.dumps(evaluation, default=str))  # as result.json will read it back
 
 
-def evaluated_otherwise(record, experiment, setting):
+def evaluated_otherwise(record, experiment, run):
     """Was a finished run evaluated with other evaluation settings than the file's now
-    (or without them recorded), or without a set the file now translates (evaluation_of
-    holds every set's files, not which are translated: a set taken off the list leaves
-    its stored BLEU, which harms nothing)?"""
-    untranslated = set(experiment.translated_sets) - set(record.get("bleu") or {})
-    return bool(untranslated) or record.get("evaluation") != evaluation_of(experiment, setting)
+    (or without them recorded), or without a set the file now translates, as itself or as one
+    of its variants (evaluation_of holds every set's files, not which are translated: a set
+    taken off the list leaves its stored BLEU, which harms nothing)?"""
+    translated = [record.get("bleu") or {}, *((record.get("variants") or {}).get(name, {}).get("bleu") or {}
+                                              for name in experiment.variants_of(run))]
+    untranslated = [name for scores in translated for name in experiment.translated_sets if name not in scores]
+    return bool(untranslated) or record.get("evaluation") != evaluation_of(experiment, run)
 
 
 def goes_on(stored, config):
@@ -217,8 +225,8 @@ def interrupted_why(record, start_again=None):
     return f"interrupted{at}; {command} goes on from where it stopped"
 
 
-def run_state(directory, config, experiment, setting):
-    """The state of the run stored in `directory`, whose config the file makes as `config`."""
+def run_state(directory, config, experiment, run):
+    """The state of the run `run` stored in `directory`, whose config the file makes as `config`."""
     directory = Path(directory)
     for name in (RESULT, FAILURE, INTERRUPTED):
         if (directory / name).is_file():
@@ -252,7 +260,7 @@ def run_state(directory, config, experiment, setting):
         return RunState("other_settings", f"{directory} holds a finished run with other settings than "
                                           f"{experiment.path} makes now; remove that folder to run it again with the "
                                           "new settings", record)
-    if evaluated_otherwise(record, experiment, setting):
+    if evaluated_otherwise(record, experiment, run):
         return RunState("evaluated_otherwise", f"{directory} holds a run evaluated with other evaluation settings "
                                                f"(sets, translate, average_last or analyses) than {experiment.path} "
                                                "makes now; `onmt-posenc run` evaluates it again from its last "

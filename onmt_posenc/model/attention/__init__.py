@@ -81,6 +81,11 @@ ATTENTIONS = {}
 register_attention = registering(ATTENTIONS, "attention")
 
 
+def model_translate_options():
+    """The onmt_translate options that change a model of some variant (each one's `translate_options`)."""
+    return {option for variant in ATTENTIONS.values() for option in variant.translate_options}
+
+
 def relative_attention_choices():
     """The values of the relative_attention option: every variant that has a `summary`, its line in
     the option's help (the others are chosen by OpenNMT-py's own options, see `attention_scheme`)."""

@@ -27,6 +27,8 @@ class RotaryAttention(SelfAttention):
     """
 
     settings = ("rotary_dim", "rotary_interleave", "rotary_theta")
+    # onmt_translate's rescaling (model.options.add_translate_options; `choose_scaling`)
+    translate_options = ("rotary_scaling", "rotary_training_length")
 
     # (method, the longest training source) of onmt_translate's rotary_scaling, else None
     scaling_rule = None

@@ -104,6 +104,9 @@ class SelfAttention(MultiHeadedAttention):
     implied_when = None
     # The options it adds itself (add_options): set with another variant, an error
     own_options = ()
+    # onmt_translate options that only its models take (model.options.add_translate_options): an
+    # experiment's evaluation variant that sets one applies to the runs of this variant only
+    translate_options = ()
     # {option: the least value it takes}, checked by `check_options` and written into the
     # experiment file's JSON Schema (onmt-posenc schema)
     option_minimums = {}
