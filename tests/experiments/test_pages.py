@@ -153,7 +153,7 @@ def test_a_plot_is_drawn_again_only_when_what_it_shows_changes(tmp_path):
     assert drawn.startswith(b"\x89PNG\r\n\x1a\n")
     stamp = plot.stat().st_mtime_ns
     plots.differences(tmp_path, True, "images/x.png", "a title", [("a panel", "BLEU", rows)])
-    assert plot.stat().st_mtime_ns == stamp  # the same figures: not drawn again
+    assert plot.stat().st_mtime_ns == stamp  # the same figures, so not drawn again
     rows[0] = ("rpe", {"estimate": 1.25, "margin": 0.5})
     plots.differences(tmp_path, True, "images/x.png", "a title", [("a panel", "BLEU", rows)])
     assert plot.read_bytes() != drawn
