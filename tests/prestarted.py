@@ -12,11 +12,12 @@ random states and its output read through pipes to their end; what it does not d
 import torch. Two things show the difference: `ps` (/proc/PID/cmdline) names the server, not
 the command, and Python's hash seed is the server's.
 
-Only console scripts of this venv are forked, each from the server started in its own values
-of every variable read as an interpreter starts, torch is imported or the .pth hook runs
-(PYTHON*, TORCH*, OMP*, TRITON*, ONMT_POSENC, ...): one server per such environment, so that
-this is all the difference. Others (bash, python -c) start fresh, and so does every command
-with ONMT_POSENC_TESTS_FRESH_PROCESSES=1 (the same tests pass either way).
+Only console scripts of this venv and this venv's Python given a script file by its full path
+(`python /path/tools/X.py ARGS...`, run alike) are forked, each from the server started in its
+own values of every variable read as an interpreter starts, torch is imported or the .pth hook
+runs (PYTHON*, TORCH*, OMP*, TRITON*, ONMT_POSENC, ...): one server per such environment, so
+that this is all the difference. Others (bash, python -c, python -m) start fresh, and so does
+every command with ONMT_POSENC_TESTS_FRESH_PROCESSES=1 (the same tests pass either way).
 """
 import contextlib
 import json
@@ -66,16 +67,28 @@ def forked(args, cwd, env, timeout):
             server.busy.acquire()
             servers.append(server)
     try:
-        return server.run(args, cwd, env, timeout)
+        return server.run(args, script_argv(args), cwd, env, timeout)
     finally:
         server.busy.release()
 
 
 def forkable(args):
-    """A console script of this venv (its first line runs this Python)."""
+    return script_argv(args) is not None
+
+
+def script_argv(args):
+    """The command as `python SCRIPT ARGS...` would run it, SCRIPT ARGS...: for a console script of
+    this venv (its first line runs this Python), or this Python given a script file by its full
+    path; None for any other command."""
+    args = [str(a) for a in args]
+    if args[0] == sys.executable:
+        given = Path(args[1]) if len(args) > 1 else None
+        return args[1:] if given is not None and given.is_absolute() and given.is_file() else None
     script = Path(args[0])
-    return (script.parent == Path(sys.executable).parent and script.is_file()
-            and script.read_bytes().startswith(f"#!{sys.executable}\n".encode()))
+    if (script.parent == Path(sys.executable).parent and script.is_file()
+            and script.read_bytes().startswith(f"#!{sys.executable}\n".encode())):
+        return args
+    return None
 
 
 def close_all():
@@ -93,17 +106,18 @@ class Server:
         self.process = subprocess.Popen([sys.executable, __file__], env=env, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, bufsize=1)
 
-    def run(self, args, cwd, env, timeout):
-        """subprocess.run(args, capture_output=True, text=True, ...)'s result, from a forked child.
-        Its output comes through named pipes, read to their end as subprocess reads its pipes: a
-        process the command leaves behind holding them is waited for, as it would be."""
+    def run(self, args, argv, cwd, env, timeout):
+        """subprocess.run(args, capture_output=True, text=True, ...)'s result, from a child forked to
+        run `argv` (`script_argv(args)`). Its output comes through named pipes, read to their end as
+        subprocess reads its pipes: a process the command leaves behind holding them is waited
+        for, as it would be."""
         with tempfile.TemporaryDirectory() as folder:
             pipes = [Path(folder) / "stdout", Path(folder) / "stderr"]
             for pipe in pipes:
                 os.mkfifo(pipe)
             # opened before the request, so that the server's opening them to write does not wait
             readers = [os.open(pipe, os.O_RDONLY | os.O_NONBLOCK) for pipe in pipes]
-            request = {"argv": [str(a) for a in args], "cwd": str(cwd or os.getcwd()), "env": env,
+            request = {"argv": argv, "cwd": str(cwd or os.getcwd()), "env": env,
                        "stdout": str(pipes[0]), "stderr": str(pipes[1])}
             self.process.stdin.write(json.dumps(request) + "\n")
             pid = int(self.reply("the command's process id"))

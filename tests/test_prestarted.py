@@ -3,6 +3,7 @@ the same exit status, output and error output, in their own folder and environme
 import os
 import re
 import subprocess
+import sys
 
 import prestarted
 import pytest
@@ -45,6 +46,25 @@ def test_the_folder_and_the_environment_are_the_commands(tmp_path):
         fresh, forked = fresh_and_forked(args, tmp_path, env)
         same_ending(fresh, forked)
         assert (f"unknown option 'shape_max_shif' (set in {tmp_path / 'typo.yaml'}:1)" in forked.stderr) == (not env)
+
+
+def test_a_python_script_forked_runs_as_python_runs_it(tmp_path):
+    """`python /full/path/script.py ARGS...`, as the tests run tools/*.py: the script is __main__
+    with its own argv, file and folder first on the path, and ends with its own status; `python -c`
+    and a script named by a relative path start fresh."""
+    script = tmp_path / "tools" / "probe.py"
+    script.parent.mkdir()
+    script.write_text("import os, sys\n"
+                      "print(__name__, __file__, sys.argv, sys.orig_argv, sys.path[0], os.getcwd())\n"
+                      "print('to stderr', file=sys.stderr)\n"
+                      "if __name__ == '__main__':\n"
+                      "    sys.exit(int(sys.argv[1]))\n", encoding="utf-8")
+    for status in ("0", "3"):
+        fresh, forked = fresh_and_forked([sys.executable, script, status, "--flag"], tmp_path)
+        same_ending(fresh, forked)
+        assert forked.returncode == int(status) and forked.stdout.startswith(f"__main__ {script} ")
+    assert not prestarted.forkable([sys.executable, "-c", "print(1)"])
+    assert not prestarted.forkable([sys.executable, "tools/probe.py"])
 
 
 def test_a_forked_command_past_its_time_is_killed(tmp_path):

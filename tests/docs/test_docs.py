@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-from conftest import MULTI30K, REPO, TOY_ENDE, command, head
+from conftest import MULTI30K, REPO, TOY_ENDE, command, head, run
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -246,8 +246,7 @@ def test_onmt_posenc_command_lines_parse_with_their_own_parser():
 
 @lru_cache(maxsize=None)
 def help_text(*argv):
-    result = subprocess.run(list(argv) + ["--help"], capture_output=True, text=True, timeout=300, cwd=REPO,
-                            env=None)
+    result = run([*argv, "--help"], cwd=REPO, expect_ok=False, timeout=300)
     assert result.returncode == 0, f"{' '.join(argv)} --help exited {result.returncode}: {result.stderr[-2000:]}"
     return result.stdout
 

@@ -36,6 +36,23 @@ def workdir(tmp_path_factory):
     return workdir
 
 
+@pytest.fixture(scope="module")
+def trained(workdir):
+    """trained(method, kernel): (the checkpoint of `method` trained STEPS updates with
+    attention_kernel `kernel`, onmt_train's log), each trained once for the module (the
+    checkpoint tests below start from the same Shaw runs as the parametrized test)."""
+    done = {}
+
+    def checkpoint(method, kernel):
+        if (method, kernel) not in done:
+            name = f"{method.replace(' ', '_')}_{kernel}"
+            result = train_tiny(workdir, name, env=KERNEL, **SMALL, **METHODS[method], attention_kernel=kernel)
+            done[method, kernel] = workdir / f"{name}_step_{STEPS}.pt", result.stdout + result.stderr
+        return done[method, kernel]
+
+    return checkpoint
+
+
 def logged(log):
     return re.findall(r"Step +\d+/ *\d+; acc: *([0-9.]+); ppl: *([0-9.]+); xent: *([0-9.]+)", log)
 
@@ -65,13 +82,9 @@ def kept_off_the_kernel(log):
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
-def test_train_and_translate_on_the_kernel(workdir, method):
+def test_train_and_translate_on_the_kernel(workdir, trained, method):
     name = method.replace(" ", "_")
-    runs = {}
-    for kernel in ("triton", "pytorch"):
-        result = train_tiny(workdir, f"{name}_{kernel}", env=KERNEL, **SMALL, **METHODS[method],
-                            attention_kernel=kernel)
-        runs[kernel] = workdir / f"{name}_{kernel}_step_{STEPS}.pt", result.stdout + result.stderr
+    runs = {kernel: trained(method, kernel) for kernel in ("triton", "pytorch")}
     assert "the fused Triton kernel runs" in runs["triton"][1] and kept_off_the_kernel(runs["pytorch"][1])
     assert len(logged(runs["triton"][1])) == STEPS
     assert logged(runs["triton"][1]) == logged(runs["pytorch"][1])
@@ -81,33 +94,31 @@ def test_train_and_translate_on_the_kernel(workdir, method):
     assert kernel_lines == pytorch_lines and kept_off_the_kernel(log)
 
 
-def test_a_checkpoint_from_before_the_option_takes_the_checked_kernel(workdir):
+def test_a_checkpoint_from_before_the_option_takes_the_checked_kernel(workdir, trained):
     """A checkpoint made before attention_kernel existed holds none: 'auto', the kernel once it
     has passed its first-use check, with the PyTorch path's translations."""
-    result = train_tiny(workdir, "before_option", **SMALL, **METHODS["shaw shared"], attention_kernel="pytorch")
-    assert kept_off_the_kernel(result.stdout + result.stderr)
-    trained = workdir / f"before_option_step_{STEPS}.pt"
-    before = without_kernel_option(trained, workdir / "before_option_old.pt")
+    checkpoint, log = trained("shaw shared", "pytorch")
+    assert kept_off_the_kernel(log)
+    before = without_kernel_option(checkpoint, workdir / "before_option_old.pt")
     lines, log = translate(workdir, before, "before_option_old")
     assert "passed its first-use check" in log and "unchecked" not in log
-    assert lines == translate(workdir, trained, "before_option_pytorch", "-attention_kernel", "pytorch")[0]
+    assert lines == translate(workdir, checkpoint, "before_option_pytorch", "-attention_kernel", "pytorch")[0]
 
 
-def test_a_checkpoint_trained_unchecked_translates_and_resumes_on_the_checked_kernel(workdir):
+def test_a_checkpoint_trained_unchecked_translates_and_resumes_on_the_checked_kernel(workdir, trained):
     """A checkpoint trained with attention_kernel triton (as every checkpoint made before 'auto'
     was the default) holds 'triton' in its options; onmt_translate and a run resumed from it take
     their own option, 'auto' by default: never the kernel unchecked (here, on the interpreter, the
     kernel after its first-use check; on CUDA in float32, the PyTorch path). The resumed run's
     checkpoint records its own option."""
-    result = train_tiny(workdir, "forced", env=KERNEL, **SMALL, **METHODS["shaw shared"], attention_kernel="triton")
-    assert "the fused Triton kernel runs" in result.stdout + result.stderr
-    trained = workdir / f"forced_step_{STEPS}.pt"
-    assert torch.load(trained)["opt"].attention_kernel == "triton"
-    lines, log = translate(workdir, trained, "forced_default")
+    checkpoint, log = trained("shaw shared", "triton")
+    assert "the fused Triton kernel runs" in log
+    assert torch.load(checkpoint)["opt"].attention_kernel == "triton"
+    lines, log = translate(workdir, checkpoint, "forced_default")
     assert "passed its first-use check" in log and "the fused Triton kernel runs" not in log
-    assert lines == translate(workdir, trained, "forced_pytorch", "-attention_kernel", "pytorch")[0]
+    assert lines == translate(workdir, checkpoint, "forced_pytorch", "-attention_kernel", "pytorch")[0]
     resumed = train_tiny(workdir, "forced_resumed", env=KERNEL, **{**SMALL, "train_steps": STEPS + 1},
-                         **METHODS["shaw shared"], train_from=str(trained))
+                         **METHODS["shaw shared"], train_from=str(checkpoint))
     log = resumed.stdout + resumed.stderr
     assert "passed its first-use check" in log and "the fused Triton kernel runs" not in log
     assert torch.load(workdir / f"forced_resumed_step_{STEPS + 1}.pt")["opt"].attention_kernel == "auto"
