@@ -201,7 +201,8 @@ def pytest_sessionfinish(session):
 # with the first twelve, 26 min 31 s. Today's order: a run of 2026-11-29 with the commands
 # forked (tests/prestarted.py; 280 s for the docs' file, 24 s for the last listed), longest
 # first by its summed durations.
-LONGEST_FIRST = ["docs/test_docs.py", "experiments/test_runner.py", "model/test_export_ctranslate2.py",
+LONGEST_FIRST = ["docs/test_docs.py", "experiments/test_runner.py", "experiments/test_evaluation_variants.py",
+                 "model/test_export_ctranslate2.py",
                  "model/test_fused_kernel_commands.py", "model/test_fused_kernel.py",
                  "experiments/test_data_settings.py", "model/test_gpu_check.py", "hooks/test_stock_opennmt.py",
                  "analysis/test_analysis.py", "corpora/test_kftt.py", "experiments/test_one_runner_per_run.py",

@@ -35,6 +35,16 @@ FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 PATH = re.compile(r"(?<![\w./-])((?:recipes|tools|tests|onmt_posenc|docs|\.ci)/[\w./{},-]*)")
 
 
+def trusted_checkpoint(path):
+    """A checkpoint the test just trained, loaded weights-only with OpenNMT-py's one global allowed."""
+    import argparse
+
+    import torch
+
+    with torch.serialization.safe_globals([argparse.Namespace]):
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def rel(path):
     return Path(path).relative_to(REPO)
 
@@ -171,9 +181,7 @@ def test_readme_quick_start_and_the_raw_text_block_run_as_written_on_committed_d
     hyp = tmp_path / "test.hyp"
     lines = hyp.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 10 and all(line.strip() for line in lines)
-    import torch
-
-    checkpoint = torch.load(tmp_path / "run" / "model_step_400.pt", map_location="cpu", weights_only=False)
+    checkpoint = trusted_checkpoint(tmp_path / "run" / "model_step_400.pt")
     assert checkpoint["opt"].shape_max_shift == 40  # the model trained is SHAPE
     assert checkpoint["opt"].src_position_encoding == checkpoint["opt"].tgt_position_encoding == "shape"
     # building the vocabulary again: one line that says how
@@ -395,8 +403,6 @@ def test_the_papers_recipe_on_your_corpus_runs_as_written(tmp_path):
             head(TOY_ENDE / f"{side}-{part}.txt", corpus / f"{'valid' if part == 'val' else part}.{name}", lines)
     run_block(sh_block(DOCS / "methods.md", "The paper's recipe on your corpus"), tmp_path)
     assert len((corpus / "test.hyp").read_text(encoding="utf-8").splitlines()) == 10
-    import torch
-
-    opt = torch.load(corpus / "run" / "model_step_100.pt", map_location="cpu", weights_only=False)["opt"]
+    opt = trusted_checkpoint(corpus / "run" / "model_step_100.pt")["opt"]
     assert (opt.shape_max_shift, opt.label_smoothing, opt.adam_beta2, opt.decay_method) == (500, 0.1, 0.98, "noam")
     assert (opt.enc_layers, opt.hidden_size, opt.world_size, opt.model_dtype) == (2, 64, 1, "fp32")

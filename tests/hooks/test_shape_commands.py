@@ -139,10 +139,11 @@ def test_malicious_checkpoint_refused_without_running_it(workdir, shape_model):
     marker = workdir / "payload_ran"
     evil = workdir / "evil.pt"
     maker = (
-        "import os, torch\n"
+        "import argparse, os, torch\n"
         "class Payload:\n"
         f"    def __reduce__(self): return (os.system, ('touch {marker}',))\n"
-        f"c = torch.load('{shape_model}', weights_only=False)  # the attacker's own trusted copy\n"
+        "with torch.serialization.safe_globals([argparse.Namespace]):  # the attacker's own copy, weights only\n"
+        f"    c = torch.load('{shape_model}', weights_only=True)\n"
         "c['opt'].extra = Payload()\n"
         f"torch.save(c, '{evil}')\n"
     )
