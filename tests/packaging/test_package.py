@@ -83,7 +83,8 @@ def test_the_sdist_holds_the_source_the_tests_and_every_data_license(built):
         assert needed in names
     kept = {p.relative_to(REPO).as_posix() for folder in ("onmt_posenc", "tests", "docs", "recipes", "tools")
             for p in (REPO / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-    # all but the report plots (no test reads them; a repository's kept files hold some, an sdist's none)
+    # all but the plots of the reports and pages (no test reads them; a repository's kept files hold some,
+    # an sdist's none)
     assert not any(name.endswith(".png") for name in names)
     assert sorted(name for name in kept - names if not name.endswith(".png")) == []
     # every corpus under tests/data has its license stated at the sdist's root
