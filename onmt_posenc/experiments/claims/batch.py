@@ -473,19 +473,31 @@ def not_seen(difference, digits=2):
             "would not be seen")
 
 
-def verdict_words(figures, above, below, what, digits=2):
+def family_verdict(figures, above, below, what):
     """The verdict of a difference judged in a family, from its figures (Difference.figures with
     p_adjusted): `above` or `below` (by its sign) where its Holm-adjusted p is under 1 -
-    CONFIDENCE; else no difference in `what` measured, "after Holm's correction" where its own p
-    is, else with what it could have missed (not_seen's words). The estimate, margin and both p follow."""
+    CONFIDENCE; else no difference in `what` measured, "after Holm's correction" where its own p is."""
+    if figures["p_adjusted"] < 1 - CONFIDENCE:
+        return above if figures["estimate"] > 0 else below
+    if figures["p"] < 1 - CONFIDENCE:  # its own interval clears zero, its family's correction does not
+        return f"no difference in {what} measured after Holm's correction"
+    return f"no difference in {what} measured"
+
+
+def family_figures(figures, digits=2):
+    """What a family's verdict rests on, in words: the estimate, margin and both p, and where its
+    own p finds nothing, what it could have missed (not_seen's words)."""
     shown = (f"{figures['estimate']:+.{digits}f} ± {figures['margin']:.{digits}f}, p {figures['p']:.3f}, "
              f"Holm-adjusted {figures['p_adjusted']:.3f}")
-    if figures["p_adjusted"] < 1 - CONFIDENCE:
-        return f"{above if figures['estimate'] > 0 else below} ({shown})"
-    if figures["p"] < 1 - CONFIDENCE:  # its own interval clears zero, its family's correction does not
-        return f"no difference in {what} measured after Holm's correction ({shown})"
-    return (f"no difference in {what} measured ({shown}: within ±{figures['margin']:.{digits}f}; a difference under "
-            f"{figures['detectable']:.{digits}f} would not be seen)")
+    if figures["p"] >= 1 - CONFIDENCE:  # (a Holm-adjusted p is never below its own)
+        shown += (f": within ±{figures['margin']:.{digits}f}; a difference under {figures['detectable']:.{digits}f} "
+                  "would not be seen")
+    return shown
+
+
+def verdict_words(figures, above, below, what, digits=2):
+    """family_verdict, then what it rests on (family_figures) in parentheses."""
+    return f"{family_verdict(figures, above, below, what)} ({family_figures(figures, digits)})"
 
 
 class Rule(NamedTuple):

@@ -1,9 +1,9 @@
 """How a page shows what its expressions read: numbers to a stated number of decimals, signed
 or not, counts with thousands separators, and a judged difference with its verdict in the
-claims engine's own words (claims.batch.verdict_words), so that no verdict word is typed."""
+claims engine's own words (claims.batch.family_verdict), so that no verdict word is typed."""
 import math
 
-from onmt_posenc.experiments.claims.batch import CONFIDENCE, degrees_in_words, verdict_words
+from onmt_posenc.experiments.claims.batch import CONFIDENCE, degrees_in_words, family_figures, family_verdict
 from onmt_posenc.experiments.pages.records import RecordError
 
 
@@ -47,14 +47,13 @@ def difference(figures, what, above="a difference measured", below=None, digits=
     then its estimate, margin, both p, the family's size and its degrees of freedom."""
     if not judged(figures):
         return f"{what}: {signed(figures['estimate'], digits)}, not judged (too few seeds for a spread)"
-    words = verdict_words(figures, above, below or above, what, digits)
-    return (f"{words[:-1]}, over the {figures['family']} comparisons of its table; {CONFIDENCE:.0%}, "
-            f"{degrees_in_words(figures['df'])} df)")
+    return (f"{family_verdict(figures, above, below or above, what)} ({family_figures(figures, digits)}, over the "
+            f"{figures['family']} comparisons of its table; {CONFIDENCE:.0%}, {degrees_in_words(figures['df'])} df)")
 
 
 def verdict(figures, above="a difference measured", below=None, what="it"):
     """The verdict words alone of a difference judged in a family (see `difference`)."""
-    return verdict_words(figures, above, below or above, what).split(" (", 1)[0]
+    return family_verdict(figures, above, below or above, what)
 
 
 def _wrapped(text, width, first, rest):
